@@ -1,0 +1,222 @@
+//! Status codes, the thread-local last error, and the panic barrier every exported
+//! function goes through.
+
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_char, CString};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Result of every fallible call (a C `int32_t`; the `DC_OK` / `DC_ERR_*` constants).
+pub type dc_status = i32;
+
+/// Success.
+pub const DC_OK: dc_status = 0;
+/// NULL where not allowed, bad enum value, bad UTF-8, inconsistent arguments.
+pub const DC_ERR_INVALID_ARGUMENT: dc_status = 1;
+/// The OS refused a read/write/rename (the message names the path).
+pub const DC_ERR_IO: dc_status = 2;
+/// Missing file, unknown id / column / table, optional part absent.
+pub const DC_ERR_NOT_FOUND: dc_status = 3;
+/// Malformed or inconsistent data (bad magic, bad structure, bad counts).
+pub const DC_ERR_FORMAT: dc_status = 4;
+/// CRC-32 / SHA-256 mismatch.
+pub const DC_ERR_CHECKSUM: dc_status = 5;
+/// A version, flag, layout or type this build does not read.
+pub const DC_ERR_UNSUPPORTED: dc_status = 6;
+/// Index past the end (cell, tile, gene).
+pub const DC_ERR_OUT_OF_RANGE: dc_status = 7;
+/// Caller buffer shorter than needed (the needed size is reported).
+pub const DC_ERR_BUFFER_TOO_SMALL: dc_status = 8;
+/// Call not valid now (e.g. append after finish, or a poisoned handle).
+pub const DC_ERR_STATE: dc_status = 9;
+/// A policy limit was hit (e.g. too many exceptions in a tile, memory budget).
+pub const DC_ERR_LIMIT: dc_status = 10;
+/// Output path exists and overwriting was not allowed.
+pub const DC_ERR_EXISTS: dc_status = 11;
+/// A bug: a Rust panic caught at the boundary; the handle involved is poisoned.
+pub const DC_ERR_INTERNAL: dc_status = 12;
+
+pub(crate) fn status_of(kind: ErrorKind) -> dc_status {
+    match kind {
+        ErrorKind::InvalidArgument => DC_ERR_INVALID_ARGUMENT,
+        ErrorKind::Io => DC_ERR_IO,
+        ErrorKind::NotFound => DC_ERR_NOT_FOUND,
+        ErrorKind::Format => DC_ERR_FORMAT,
+        ErrorKind::Checksum => DC_ERR_CHECKSUM,
+        ErrorKind::Unsupported => DC_ERR_UNSUPPORTED,
+        ErrorKind::OutOfRange => DC_ERR_OUT_OF_RANGE,
+        ErrorKind::BufferTooSmall { .. } => DC_ERR_BUFFER_TOO_SMALL,
+        ErrorKind::State => DC_ERR_STATE,
+        ErrorKind::Limit => DC_ERR_LIMIT,
+        ErrorKind::Exists => DC_ERR_EXISTS,
+        ErrorKind::Internal => DC_ERR_INTERNAL,
+    }
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// Set while this thread runs inside an exported function, so that our panic hook
+    /// keeps the message instead of printing it.
+    static IN_CALL: Cell<bool> = const { Cell::new(false) };
+    static PANIC_MESSAGE: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+pub(crate) fn set_last_error(message: &str) {
+    // One line, no interior NULs.
+    let line: String = message
+        .chars()
+        .map(|c| {
+            if c == '\n' || c == '\r' || c == '\0' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    LAST_ERROR.with(|e| *e.borrow_mut() = CString::new(line).unwrap_or_default());
+}
+
+/// Nothing is printed by the library: a panic inside an exported call is recorded for the
+/// caller; panics elsewhere in the host go to the hook that was there before.
+fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if IN_CALL.with(|c| c.get()) {
+                PANIC_MESSAGE.with(|m| *m.borrow_mut() = Some(info.to_string()));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Runs the body of an exported function: converts its error to a status and message, and
+/// a panic to `DC_ERR_INTERNAL`.
+pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> dc_status {
+    install_panic_hook();
+    let outer = IN_CALL.with(|c| c.replace(true));
+    let result = panic::catch_unwind(AssertUnwindSafe(body));
+    IN_CALL.with(|c| c.set(outer));
+    match result {
+        Ok(Ok(())) => DC_OK,
+        Ok(Err(e)) => {
+            set_last_error(&e.message);
+            status_of(e.kind)
+        }
+        Err(_) => {
+            let what = PANIC_MESSAGE
+                .with(|m| m.borrow_mut().take())
+                .unwrap_or_else(|| "unknown panic".into());
+            set_last_error(&format!("internal error (please report): {what}"));
+            DC_ERR_INTERNAL
+        }
+    }
+}
+
+/// Like `guard` for functions that cannot fail and return a value: a panic yields `fallback`.
+pub(crate) fn guard_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    let mut out = None;
+    let status = guard(|| {
+        out = Some(body());
+        Ok(())
+    });
+    match (status, out) {
+        (DC_OK, Some(v)) => v,
+        _ => fallback,
+    }
+}
+
+pub(crate) fn null_arg(name: &str) -> Error {
+    Error::invalid_argument(format!("{name} is NULL"))
+}
+
+/// Borrows `n` elements at `p`; NULL is accepted only for `n == 0`.
+///
+/// # Safety
+/// When `n > 0`, `p` must point to `n` readable, initialized elements that stay valid and
+/// unmodified for `'a`.
+pub(crate) unsafe fn slice_in<'a, T>(p: *const T, n: u64, name: &str) -> Result<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(null_arg(name));
+    }
+    let n = checked_len::<T>(n, name)?;
+    // SAFETY: non-null, and the caller guarantees n readable elements for 'a.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+/// Mutably borrows `n` elements at `p`; NULL is accepted only for `n == 0`.
+///
+/// # Safety
+/// When `n > 0`, `p` must point to `n` writable elements, not aliased by any other slice
+/// in use, valid for `'a`.
+pub(crate) unsafe fn slice_out<'a, T>(p: *mut T, n: u64, name: &str) -> Result<&'a mut [T]> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return Err(null_arg(name));
+    }
+    let n = checked_len::<T>(n, name)?;
+    // SAFETY: non-null, and the caller guarantees n writable, unaliased elements for 'a.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+}
+
+fn checked_len<T>(n: u64, name: &str) -> Result<usize> {
+    let bytes = (n as u128) * (std::mem::size_of::<T>().max(1) as u128);
+    if bytes > isize::MAX as u128 {
+        return Err(Error::invalid_argument(format!(
+            "{name}: {n} elements exceed the address space"
+        )));
+    }
+    Ok(n as usize)
+}
+
+/// Writes an out-parameter (already checked non-NULL).
+///
+/// # Safety
+/// `p` must be valid for a write of `T`.
+pub(crate) unsafe fn write_out<T>(p: *mut T, v: T) {
+    // SAFETY: guaranteed by the caller; no alignment beyond T's is assumed.
+    unsafe { p.write(v) }
+}
+
+/// Name of a status code, e.g. `"DC_ERR_FORMAT"`; `"DC_UNKNOWN_STATUS"` for a value that
+/// is not a status. The string is static.
+#[no_mangle]
+pub extern "C" fn dc_status_name(s: dc_status) -> *const c_char {
+    let name: &'static [u8] = match s {
+        DC_OK => b"DC_OK\0",
+        DC_ERR_INVALID_ARGUMENT => b"DC_ERR_INVALID_ARGUMENT\0",
+        DC_ERR_IO => b"DC_ERR_IO\0",
+        DC_ERR_NOT_FOUND => b"DC_ERR_NOT_FOUND\0",
+        DC_ERR_FORMAT => b"DC_ERR_FORMAT\0",
+        DC_ERR_CHECKSUM => b"DC_ERR_CHECKSUM\0",
+        DC_ERR_UNSUPPORTED => b"DC_ERR_UNSUPPORTED\0",
+        DC_ERR_OUT_OF_RANGE => b"DC_ERR_OUT_OF_RANGE\0",
+        DC_ERR_BUFFER_TOO_SMALL => b"DC_ERR_BUFFER_TOO_SMALL\0",
+        DC_ERR_STATE => b"DC_ERR_STATE\0",
+        DC_ERR_LIMIT => b"DC_ERR_LIMIT\0",
+        DC_ERR_EXISTS => b"DC_ERR_EXISTS\0",
+        DC_ERR_INTERNAL => b"DC_ERR_INTERNAL\0",
+        _ => b"DC_UNKNOWN_STATUS\0",
+    };
+    name.as_ptr().cast()
+}
+
+/// The message of the most recent failing call on the calling thread: one line naming the
+/// object and the rule broken. Never NULL (empty if no call has failed on this thread).
+/// Valid until the next `dc_` call on this thread.
+#[no_mangle]
+pub extern "C" fn dc_last_error() -> *const c_char {
+    static EMPTY: &[u8] = b"\0";
+    LAST_ERROR
+        .try_with(|e| e.borrow().as_ptr())
+        .unwrap_or(EMPTY.as_ptr().cast())
+}

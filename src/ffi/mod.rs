@@ -1,0 +1,11 @@
+//! The C ABI. This module translates between C and the core: it checks pointers, maps
+//! errors to `dc_status`, catches panics, and never computes anything itself.
+#![allow(non_camel_case_types)]
+
+mod error;
+mod tile;
+mod version;
+
+pub use error::*;
+pub use tile::*;
+pub use version::*;

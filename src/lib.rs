@@ -1,0 +1,13 @@
+//! libdeltacells: the native reader and writer of deltacells datasets, with a stable C ABI.
+//!
+//! Core modules (`tile`, ...) know nothing of the C ABI; `ffi` translates between the two.
+
+/// cbindgen:ignore
+pub mod error;
+pub mod ffi;
+/// cbindgen:ignore
+pub mod pool;
+/// cbindgen:ignore
+pub mod tile;
+
+pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,260 @@
+//! Tile decoding: chunks decode independently (in parallel) straight into disjoint ranges of
+//! the caller's output slices. Per worker thread, one zstd context and one scratch buffer are
+//! reused across chunks and calls.
+
+use std::cell::RefCell;
+
+use zstd::zstd_safe::DCtx;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::pool;
+
+use super::exceptions::{apply_gap_exceptions, apply_value_exceptions, read_exceptions};
+use super::header::ChunkEntry;
+use super::inspect::{StreamKind, Tile};
+
+/// Where decoded counts go: int32 or float32 (exact up to 2^24).
+pub enum ValuesOut<'a> {
+    I32(&'a mut [i32]),
+    F32(&'a mut [f32]),
+}
+
+impl<'a> ValuesOut<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            ValuesOut::I32(v) => v.len(),
+            ValuesOut::F32(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Splits off the first `n` values; `self` keeps the rest.
+    fn take_front(&mut self, n: usize) -> ValuesOut<'a> {
+        match self {
+            ValuesOut::I32(v) => {
+                let (a, b) = std::mem::take(v).split_at_mut(n);
+                *v = b;
+                ValuesOut::I32(a)
+            }
+            ValuesOut::F32(v) => {
+                let (a, b) = std::mem::take(v).split_at_mut(n);
+                *v = b;
+                ValuesOut::F32(a)
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeOptions {
+    /// 0 = the library default (DELTACELLS_NUM_THREADS or all cores).
+    pub threads: usize,
+    pub verify_crc: bool,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            threads: 0,
+            verify_crc: true,
+        }
+    }
+}
+
+/// Per-thread decoding state, reused across chunks and calls.
+struct Scratch {
+    dctx: DCtx<'static>,
+    planes: Vec<u8>,
+    exceptions: Vec<u8>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Option<Scratch>> = const { RefCell::new(None) };
+}
+
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let scratch = slot.get_or_insert_with(|| Scratch {
+            dctx: DCtx::create(),
+            planes: Vec::new(),
+            exceptions: Vec::new(),
+        });
+        f(scratch)
+    })
+}
+
+/// Decodes a whole tile into `indptr` (n_cells + 1), `indices` and `values` (>= nnz each).
+/// Returns nnz. Every check of the format is made; on error the outputs hold no meaning.
+pub fn decode_tile(
+    blob: &[u8],
+    opts: DecodeOptions,
+    indptr: &mut [i64],
+    indices: &mut [i32],
+    values: ValuesOut<'_>,
+) -> Result<u64> {
+    let tile = Tile::parse(blob, opts.verify_crc)?;
+    decode_parsed(&tile, opts.threads, indptr, indices, values)
+}
+
+/// Decodes an already validated tile (see `decode_tile`).
+pub fn decode_parsed(
+    tile: &Tile<'_>,
+    threads: usize,
+    indptr: &mut [i64],
+    indices: &mut [i32],
+    mut values: ValuesOut<'_>,
+) -> Result<u64> {
+    let h = &tile.header;
+    let nnz = h.nnz;
+    if (indices.len() as u64) < nnz || (values.len() as u64) < nnz {
+        return Err(Error::new(
+            ErrorKind::BufferTooSmall { needed: nnz },
+            format!(
+                "output holds {} nonzeros, the tile has {nnz}",
+                indices.len().min(values.len())
+            ),
+        ));
+    }
+    let n_cells = h.n_cells as usize;
+    if indptr.len() < n_cells + 1 {
+        return Err(Error::new(
+            ErrorKind::BufferTooSmall {
+                needed: n_cells as u64 + 1,
+            },
+            format!(
+                "indptr output holds {} entries, the tile needs n_cells + 1 = {}",
+                indptr.len(),
+                n_cells + 1
+            ),
+        ));
+    }
+    let indptr = &mut indptr[..n_cells + 1];
+    for (out, b) in indptr.iter_mut().zip(tile.indptr_bytes().chunks_exact(8)) {
+        *out = i64::from_le_bytes(b.try_into().unwrap());
+    }
+    let indptr: &[i64] = indptr;
+
+    // Give every chunk its own disjoint output range.
+    let mut rest_idx = &mut indices[..nnz as usize];
+    let mut jobs = Vec::with_capacity(tile.chunks.len());
+    for (c, e) in tile.chunks.iter().enumerate() {
+        let n = e.nnz() as usize;
+        let (idx, tail) = std::mem::take(&mut rest_idx).split_at_mut(n);
+        rest_idx = tail;
+        jobs.push((c, e, idx, values.take_front(n)));
+    }
+    let threads = pool::resolve_threads(threads).min(jobs.len().max(1));
+    pool::map(threads, jobs, |(c, e, idx, vals)| {
+        with_scratch(|s| decode_chunk(tile, c, e, indptr, idx, vals, s))
+    })?;
+    Ok(nnz)
+}
+
+/// Decompresses one stream of a chunk into `out` (which must end up exactly `expected` bytes).
+fn decompress_exact(
+    dctx: &mut DCtx<'static>,
+    tile: &Tile<'_>,
+    c: usize,
+    kind: StreamKind,
+    s: super::header::StreamRef,
+    out: &mut Vec<u8>,
+    expected: usize,
+) -> Result<()> {
+    out.clear();
+    out.reserve(expected);
+    match dctx.decompress(out, tile.bytes(s)) {
+        Ok(n) if n == expected => Ok(()),
+        Ok(n) => Err(Error::format(format!(
+            "chunk {c}: {} frame at byte {}: decompressed to {n} bytes, expected {expected}",
+            kind.name(),
+            s.off
+        ))),
+        Err(code) => Err(Error::format(format!(
+            "chunk {c}: {} frame at byte {}: zstd: {} (expected {expected} bytes)",
+            kind.name(),
+            s.off,
+            zstd::zstd_safe::get_error_name(code)
+        ))),
+    }
+}
+
+fn decode_chunk(
+    tile: &Tile<'_>,
+    c: usize,
+    e: &ChunkEntry,
+    indptr: &[i64],
+    indices: &mut [i32],
+    mut values: ValuesOut<'_>,
+    s: &mut Scratch,
+) -> Result<()> {
+    let n = e.nnz() as usize;
+    let n_genes = tile.header.n_genes as u64;
+    let base = e.nnz_lo as i64;
+
+    // Gene indices: per cell, prefix-sum the gaps.
+    decompress_exact(
+        &mut s.dctx,
+        tile,
+        c,
+        StreamKind::Gaps,
+        e.gaps,
+        &mut s.planes,
+        2 * n,
+    )?;
+    let (lo, hi) = s.planes.split_at(n);
+    for cell in e.cell_lo as usize..e.cell_hi as usize {
+        let a = (indptr[cell] - base) as usize;
+        let b = (indptr[cell + 1] - base) as usize;
+        if a == b {
+            continue;
+        }
+        let mut acc: u64 = 0;
+        for ((out, &l), &h) in indices[a..b].iter_mut().zip(&lo[a..b]).zip(&hi[a..b]) {
+            acc += l as u64 | (h as u64) << 8;
+            *out = acc as i32;
+        }
+        // Indices only grow within a cell, so checking the last one bounds them all.
+        if acc >= n_genes {
+            return Err(Error::format(format!(
+                "chunk {c}: cell {cell}: gene index {acc} >= n_genes {n_genes}"
+            )));
+        }
+    }
+    if e.gexc.len > 0 {
+        let exc = read_exceptions(&mut s.dctx, tile, c, StreamKind::Gexc, e, &mut s.exceptions)?;
+        apply_gap_exceptions(c, e, indptr, lo, hi, &exc, indices, n_genes)?;
+    }
+
+    // Counts: recombine the byte planes.
+    decompress_exact(
+        &mut s.dctx,
+        tile,
+        c,
+        StreamKind::Vals,
+        e.vals,
+        &mut s.planes,
+        2 * n,
+    )?;
+    let (lo, hi) = s.planes.split_at(n);
+    match &mut values {
+        ValuesOut::I32(v) => {
+            for ((out, &l), &h) in v.iter_mut().zip(lo).zip(hi) {
+                *out = (l as u16 | (h as u16) << 8) as i32;
+            }
+        }
+        ValuesOut::F32(v) => {
+            for ((out, &l), &h) in v.iter_mut().zip(lo).zip(hi) {
+                *out = (l as u16 | (h as u16) << 8) as f32;
+            }
+        }
+    }
+    if e.vexc.len > 0 {
+        let exc = read_exceptions(&mut s.dctx, tile, c, StreamKind::Vexc, e, &mut s.exceptions)?;
+        apply_value_exceptions(c, e, &exc, &mut values)?;
+    }
+    Ok(())
+}

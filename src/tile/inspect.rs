@@ -1,0 +1,373 @@
+//! Structural validation of a tile: everything a reader must check before decompressing.
+//! `Tile::parse` either returns a view whose header, chunk table, indptr and frame headers
+//! are consistent, or the precise error.
+
+use crate::error::{Error, Result};
+
+use super::header::*;
+
+/// zstd cannot expand a frame more than this: a 4-byte RLE block yields at most one
+/// 128 KiB block. Bounding claimed sizes by it means no header field can make us allocate
+/// more than a fixed multiple of the input's size.
+const ZSTD_MAX_BLOCK: u128 = 128 * 1024;
+
+fn max_frame_content(len: u64) -> u128 {
+    (len as u128 / 4 + 1) * ZSTD_MAX_BLOCK
+}
+
+/// A tile whose structure has been validated. Borrowed from the blob.
+#[derive(Debug, Clone)]
+pub struct Tile<'a> {
+    blob: &'a [u8],
+    pub header: TileHeader,
+    pub chunks: Vec<ChunkEntry>,
+    /// Value and gap exceptions of all chunks (from the exception frames' headers).
+    pub n_exceptions: u64,
+}
+
+/// The summary `dc_tile_inspect` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileInfo {
+    pub version: u32,
+    pub n_chunks: u32,
+    pub n_cells: u64,
+    pub nnz: u64,
+    pub n_genes: u32,
+    pub n_exceptions: u64,
+    pub total_size: u64,
+}
+
+/// Which stream of a chunk a frame is, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    Gaps,
+    Vals,
+    Vexc,
+    Gexc,
+}
+
+impl StreamKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamKind::Gaps => "gaps",
+            StreamKind::Vals => "vals",
+            StreamKind::Vexc => "vexc",
+            StreamKind::Gexc => "gexc",
+        }
+    }
+}
+
+fn refuse_big_endian() -> Result<()> {
+    if cfg!(target_endian = "big") {
+        return Err(Error::unsupported(
+            "deltacells tiles are little-endian; this build runs on a big-endian host",
+        ));
+    }
+    Ok(())
+}
+
+impl<'a> Tile<'a> {
+    /// Validates header, chunk table, indptr, the frame headers of every stream, and
+    /// (if `verify_crc`) the CRC-32.
+    pub fn parse(blob: &'a [u8], verify_crc: bool) -> Result<Tile<'a>> {
+        refuse_big_endian()?;
+        let h = TileHeader::parse(blob)?;
+        if h.version != FORMAT_VERSION {
+            return Err(Error::unsupported(format!(
+                "tile format version {} (byte 8); this build reads version {FORMAT_VERSION}",
+                h.version
+            )));
+        }
+        if h.flags != 0 {
+            return Err(Error::unsupported(format!(
+                "unknown tile flags 0x{:08x} (byte 12); version 2 defines none",
+                h.flags
+            )));
+        }
+        if h.reserved != 0 {
+            return Err(Error::format(format!(
+                "reserved header field (byte 60) is {}, must be 0",
+                h.reserved
+            )));
+        }
+        if h.total_size != blob.len() as u64 {
+            return Err(Error::format(format!(
+                "total_size (byte 48) is {} but the object is {} bytes{}",
+                h.total_size,
+                blob.len(),
+                if h.total_size > blob.len() as u64 {
+                    " (truncated)"
+                } else {
+                    " (trailing bytes)"
+                }
+            )));
+        }
+        if h.n_genes == 0 || h.n_genes as u64 > MAX_GENES {
+            return Err(Error::format(format!(
+                "n_genes (byte 32) is {}, must be in 1..2^31",
+                h.n_genes
+            )));
+        }
+        let size = blob.len() as u64;
+        let table_end = HEADER_SIZE as u64 + CHUNK_ENTRY_SIZE as u64 * h.n_chunks as u64;
+        if table_end > size {
+            return Err(Error::format(format!(
+                "chunk table of {} entries (n_chunks, byte 36) ends at byte {table_end}, past the end of the {size}-byte tile",
+                h.n_chunks
+            )));
+        }
+        if h.indptr_off % 8 != 0 {
+            return Err(Error::format(format!(
+                "indptr_off (byte 40) is {}, not a multiple of 8",
+                h.indptr_off
+            )));
+        }
+        if h.indptr_off < table_end {
+            return Err(Error::format(format!(
+                "indptr_off (byte 40) is {}, inside the chunk table that ends at byte {table_end}",
+                h.indptr_off
+            )));
+        }
+        let indptr_end = h
+            .n_cells
+            .checked_add(1)
+            .and_then(|n| n.checked_mul(8))
+            .and_then(|b| b.checked_add(h.indptr_off))
+            .filter(|&e| e <= size)
+            .ok_or_else(|| {
+                Error::format(format!(
+                    "indptr of {} cells (n_cells, byte 16) at byte {} runs past the end of the {size}-byte tile",
+                    h.n_cells, h.indptr_off
+                ))
+            })?;
+        if h.n_cells == 0 && h.n_chunks != 0 {
+            return Err(Error::format(format!(
+                "a tile with zero cells has zero chunks, this one declares {}",
+                h.n_chunks
+            )));
+        }
+        if h.n_cells > 0 && h.n_chunks == 0 {
+            return Err(Error::format(format!(
+                "tile of {} cells has no chunks",
+                h.n_cells
+            )));
+        }
+        if verify_crc {
+            let crc = crc32fast::hash(&blob[HEADER_SIZE..]);
+            if crc != h.crc32 {
+                return Err(Error::checksum(format!(
+                    "CRC-32 of bytes [64, {size}) is 0x{crc:08x}, header (byte 56) says 0x{:08x}",
+                    h.crc32
+                )));
+            }
+        }
+
+        let mut tile = Tile {
+            blob,
+            header: h,
+            chunks: Vec::with_capacity(h.n_chunks as usize),
+            n_exceptions: 0,
+        };
+        let (mut cell, mut nz) = (0u64, 0u64);
+        for c in 0..h.n_chunks as usize {
+            let at = HEADER_SIZE + c * CHUNK_ENTRY_SIZE;
+            let e = ChunkEntry::parse(&blob[at..at + CHUNK_ENTRY_SIZE]);
+            let fail = |rule: String| {
+                Error::format(format!("chunk {c} (table entry at byte {at}): {rule}"))
+            };
+            if e.cell_lo != cell || e.nnz_lo != nz {
+                return Err(fail(format!(
+                    "starts at cell {} / nonzero {}, previous chunk ended at cell {cell} / nonzero {nz}",
+                    e.cell_lo, e.nnz_lo
+                )));
+            }
+            if e.cell_hi < e.cell_lo || e.cell_hi > h.n_cells {
+                return Err(fail(format!(
+                    "cell range {}..{} is not within 0..{} (n_cells)",
+                    e.cell_lo, e.cell_hi, h.n_cells
+                )));
+            }
+            if e.nnz_hi < e.nnz_lo || e.nnz_hi > h.nnz {
+                return Err(fail(format!(
+                    "nonzero range {}..{} is not within 0..{} (nnz)",
+                    e.nnz_lo, e.nnz_hi, h.nnz
+                )));
+            }
+            if e.nnz() >= 1 << 32 {
+                return Err(fail(format!(
+                    "{} nonzeros; a chunk holds fewer than 2^32",
+                    e.nnz()
+                )));
+            }
+            let n = e.nnz();
+            for (kind, s) in [
+                (StreamKind::Gaps, e.gaps),
+                (StreamKind::Vals, e.vals),
+                (StreamKind::Vexc, e.vexc),
+                (StreamKind::Gexc, e.gexc),
+            ] {
+                let exception = matches!(kind, StreamKind::Vexc | StreamKind::Gexc);
+                if exception && s.len == 0 {
+                    continue;
+                }
+                let content = tile.check_frame(c, at, kind, s, indptr_end)?;
+                let rule =
+                    |r: String| fail(format!("{} frame at byte {}: {r}", kind.name(), s.off));
+                if exception {
+                    if content % 8 != 0 || content / 8 > n {
+                        return Err(rule(format!(
+                            "holds {content} bytes; an exception frame holds 8*k bytes with k <= {n} (the chunk's nonzeros)"
+                        )));
+                    }
+                    tile.n_exceptions += content / 8;
+                } else if content != 2 * n {
+                    return Err(rule(format!(
+                        "declares {content} bytes; a chunk of {n} nonzeros needs exactly {}",
+                        2 * n
+                    )));
+                }
+            }
+            cell = e.cell_hi;
+            nz = e.nnz_hi;
+            tile.chunks.push(e);
+        }
+        if cell != h.n_cells || nz != h.nnz {
+            return Err(Error::format(format!(
+                "chunks end at cell {cell} / nonzero {nz}, the tile has {} cells / {} nonzeros",
+                h.n_cells, h.nnz
+            )));
+        }
+        tile.check_indptr()?;
+        Ok(tile)
+    }
+
+    /// A stream must lie after the indptr, start on an 8-byte boundary, be one zstd frame
+    /// of exactly its length, and declare its content size. Returns that size.
+    fn check_frame(
+        &self,
+        chunk: usize,
+        entry_at: usize,
+        kind: StreamKind,
+        s: StreamRef,
+        indptr_end: u64,
+    ) -> Result<u64> {
+        let rule = |r: String| {
+            Error::format(format!(
+                "chunk {chunk} (table entry at byte {entry_at}): {} frame at byte {}: {r}",
+                kind.name(),
+                s.off
+            ))
+        };
+        if s.off % 8 != 0 {
+            return Err(rule("does not start on an 8-byte boundary".into()));
+        }
+        if s.off < indptr_end
+            || s.off
+                .checked_add(s.len)
+                .is_none_or(|e| e > self.header.total_size)
+        {
+            return Err(rule(format!(
+                "{} bytes are not within the stream area [{indptr_end}, {})",
+                s.len, self.header.total_size
+            )));
+        }
+        let frame = self.bytes(s);
+        let content = match zstd::zstd_safe::get_frame_content_size(frame) {
+            Ok(Some(n)) => n,
+            Ok(None) => return Err(rule("zstd frame does not declare its content size".into())),
+            Err(_) => return Err(rule("not a zstd frame".into())),
+        };
+        match zstd::zstd_safe::find_frame_compressed_size(frame) {
+            Ok(n) if n as u64 == s.len => {}
+            Ok(n) => {
+                return Err(rule(format!(
+                    "the zstd frame is {n} bytes but the stream is {} (one frame per stream)",
+                    s.len
+                )))
+            }
+            Err(_) => return Err(rule("truncated or corrupt zstd frame".into())),
+        }
+        if content as u128 > max_frame_content(s.len) {
+            return Err(rule(format!(
+                "claims {content} bytes, more than a {}-byte zstd frame can hold",
+                s.len
+            )));
+        }
+        Ok(content)
+    }
+
+    fn check_indptr(&self) -> Result<()> {
+        let h = &self.header;
+        let first = self.indptr(0);
+        if first != 0 {
+            return Err(Error::format(format!(
+                "indptr[0] (byte {}) is {first}, must be 0",
+                h.indptr_off
+            )));
+        }
+        let mut prev = 0i64;
+        for i in 1..=h.n_cells {
+            let v = self.indptr(i);
+            if v < prev {
+                return Err(Error::format(format!(
+                    "indptr decreases at cell {} ({} -> {v}, byte {})",
+                    i - 1,
+                    prev,
+                    h.indptr_off + 8 * i
+                )));
+            }
+            prev = v;
+        }
+        if prev as u64 != h.nnz {
+            return Err(Error::format(format!(
+                "indptr[n_cells] is {prev}, the header says nnz = {}",
+                h.nnz
+            )));
+        }
+        for (c, e) in self.chunks.iter().enumerate() {
+            let (lo, hi) = (self.indptr(e.cell_lo), self.indptr(e.cell_hi));
+            if lo as u64 != e.nnz_lo || hi as u64 != e.nnz_hi {
+                return Err(Error::format(format!(
+                    "chunk {c}: indptr[{}..={}] = {lo}..{hi} disagrees with the chunk's nonzeros {}..{}",
+                    e.cell_lo, e.cell_hi, e.nnz_lo, e.nnz_hi
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// indptr[i] (i <= n_cells), read from the blob (which need not be 8-byte aligned).
+    #[inline]
+    pub fn indptr(&self, i: u64) -> i64 {
+        let at = (self.header.indptr_off + 8 * i) as usize;
+        i64::from_le_bytes(self.blob[at..at + 8].try_into().unwrap())
+    }
+
+    /// The stored indptr, `(n_cells + 1) * 8` little-endian bytes.
+    pub fn indptr_bytes(&self) -> &'a [u8] {
+        let at = self.header.indptr_off as usize;
+        &self.blob[at..at + 8 * (self.header.n_cells as usize + 1)]
+    }
+
+    /// The bytes of a stream (already checked to lie within the blob).
+    pub fn bytes(&self, s: StreamRef) -> &'a [u8] {
+        &self.blob[s.off as usize..(s.off + s.len) as usize]
+    }
+
+    pub fn info(&self) -> TileInfo {
+        TileInfo {
+            version: self.header.version,
+            n_chunks: self.header.n_chunks,
+            n_cells: self.header.n_cells,
+            nnz: self.header.nnz,
+            n_genes: self.header.n_genes,
+            n_exceptions: self.n_exceptions,
+            total_size: self.header.total_size,
+        }
+    }
+}
+
+/// Validates a tile and summarizes it (no decompression).
+pub fn inspect(blob: &[u8], verify_crc: bool) -> Result<TileInfo> {
+    Ok(Tile::parse(blob, verify_crc)?.info())
+}

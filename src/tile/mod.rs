@@ -1,0 +1,19 @@
+//! The deltacells tile (format version 2): one self-contained object holding consecutive
+//! cells of a count matrix in CSR form, delta-coded, byte-planed, zstd-compressed, in
+//! independent chunks. See `docs/format.md`.
+
+mod decode;
+mod encode;
+mod exceptions;
+mod header;
+mod inspect;
+
+pub use decode::{decode_parsed, decode_tile, DecodeOptions, ValuesOut};
+pub use encode::{
+    encode_tile, exception_limit, CsrRef, EncodeOptions, DEFAULT_CHUNKS, DEFAULT_ZSTD_LEVEL,
+};
+pub use header::{
+    ChunkEntry, StreamRef, TileHeader, CHUNK_ENTRY_SIZE, ESCAPE, FORMAT_VERSION, HEADER_SIZE,
+    MAGIC, MAX_COUNT, MAX_GENES,
+};
+pub use inspect::{inspect, StreamKind, Tile, TileInfo};
