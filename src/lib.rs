@@ -3,6 +3,9 @@
 //! Core modules (`tile`, ...) know nothing of the C ABI; `ffi` translates between the two.
 
 /// cbindgen:ignore
+#[cfg(feature = "cli")]
+pub mod convert;
+/// cbindgen:ignore
 pub mod error;
 pub mod ffi;
 /// cbindgen:ignore

@@ -12,6 +12,7 @@ use crate::pool;
 use super::exceptions::{apply_gap_exceptions, apply_value_exceptions, read_exceptions};
 use super::header::ChunkEntry;
 use super::inspect::{StreamKind, Tile};
+use super::kernels;
 
 /// Where decoded counts go: int32 or float32 (exact up to 2^24).
 pub enum ValuesOut<'a> {
@@ -194,6 +195,7 @@ fn decode_chunk(
     let n = e.nnz() as usize;
     let n_genes = tile.header.n_genes as u64;
     let base = e.nnz_lo as i64;
+    let stream = 4 * n >= kernels::STREAM_STORE_MIN_BYTES;
 
     // Gene indices: per cell, prefix-sum the gaps.
     decompress_exact(
@@ -212,15 +214,11 @@ fn decode_chunk(
         if a == b {
             continue;
         }
-        let mut acc: u64 = 0;
-        for ((out, &l), &h) in indices[a..b].iter_mut().zip(&lo[a..b]).zip(&hi[a..b]) {
-            acc += l as u64 | (h as u64) << 8;
-            *out = acc as i32;
-        }
+        let last = kernels::prefix_sum_gaps(&mut indices[a..b], &lo[a..b], &hi[a..b], stream);
         // Indices only grow within a cell, so checking the last one bounds them all.
-        if acc >= n_genes {
+        if last >= n_genes {
             return Err(Error::format(format!(
-                "chunk {c}: cell {cell}: gene index {acc} >= n_genes {n_genes}"
+                "chunk {c}: cell {cell}: gene index {last} >= n_genes {n_genes}"
             )));
         }
     }
@@ -241,16 +239,11 @@ fn decode_chunk(
     )?;
     let (lo, hi) = s.planes.split_at(n);
     match &mut values {
-        ValuesOut::I32(v) => {
-            for ((out, &l), &h) in v.iter_mut().zip(lo).zip(hi) {
-                *out = (l as u16 | (h as u16) << 8) as i32;
-            }
-        }
-        ValuesOut::F32(v) => {
-            for ((out, &l), &h) in v.iter_mut().zip(lo).zip(hi) {
-                *out = (l as u16 | (h as u16) << 8) as f32;
-            }
-        }
+        ValuesOut::I32(v) => kernels::planes_to_i32(v, lo, hi, stream),
+        ValuesOut::F32(v) => kernels::planes_to_f32(v, lo, hi, stream),
+    }
+    if stream {
+        kernels::store_fence();
     }
     if e.vexc.len > 0 {
         let exc = read_exceptions(&mut s.dctx, tile, c, StreamKind::Vexc, e, &mut s.exceptions)?;

@@ -7,6 +7,7 @@ mod encode;
 mod exceptions;
 mod header;
 mod inspect;
+mod kernels;
 
 pub use decode::{decode_parsed, decode_tile, DecodeOptions, ValuesOut};
 pub use encode::{

@@ -1,0 +1,471 @@
+//! Matrix Market coordinate files (optionally gzipped), as written by 10x Genomics
+//! (rows = genes, columns = cells) or by anyone else (`--cells-are-rows`).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Opens a file, transparently gunzipping `.gz`.
+pub fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead + Send>> {
+    let f = File::open(path).map_err(|e| Error::io(path, &e))?;
+    let gz = path.extension().is_some_and(|e| e == "gz");
+    Ok(if gz {
+        Box::new(BufReader::with_capacity(
+            1 << 16,
+            flate2::read::MultiGzDecoder::new(BufReader::new(f)),
+        ))
+    } else {
+        Box::new(BufReader::with_capacity(1 << 16, f))
+    })
+}
+
+/// A count matrix as cell-major CSR (rows = cells), the layout of a tile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellMatrix {
+    pub n_cells: usize,
+    pub n_genes: u32,
+    pub indptr: Vec<i64>,
+    pub indices: Vec<i32>,
+    pub values: Vec<i32>,
+}
+
+impl CellMatrix {
+    pub fn as_csr(&self) -> crate::tile::CsrRef<'_> {
+        crate::tile::CsrRef {
+            n_genes: self.n_genes,
+            indptr: &self.indptr,
+            indices: &self.indices,
+            values: &self.values,
+        }
+    }
+
+    /// Total count of each gene.
+    pub fn gene_totals(&self) -> Vec<u64> {
+        let mut t = vec![0u64; self.n_genes as usize];
+        for (&g, &v) in self.indices.iter().zip(&self.values) {
+            t[g as usize] += v as u64;
+        }
+        t
+    }
+
+    /// The order that sorts genes by decreasing total count (ties by index), as the format's
+    /// `gene_order`: output column j is input column order[j].
+    pub fn order_by_decreasing_total(&self) -> Vec<i32> {
+        let totals = self.gene_totals();
+        let mut order: Vec<i32> = (0..self.n_genes as i32).collect();
+        order.sort_by(|&a, &b| totals[b as usize].cmp(&totals[a as usize]).then(a.cmp(&b)));
+        order
+    }
+
+    /// Permutes columns: output column j = input column order[j]. Rows stay sorted.
+    pub fn permute_genes(&self, order: &[i32]) -> CellMatrix {
+        let mut inverse = vec![0i32; order.len()];
+        for (j, &g) in order.iter().enumerate() {
+            inverse[g as usize] = j as i32;
+        }
+        let mut out = self.clone();
+        let mut row: Vec<(i32, i32)> = Vec::new();
+        for c in 0..self.n_cells {
+            let (a, b) = (self.indptr[c] as usize, self.indptr[c + 1] as usize);
+            row.clear();
+            row.extend((a..b).map(|j| (inverse[self.indices[j] as usize], self.values[j])));
+            row.sort_unstable();
+            for (k, &(g, v)) in row.iter().enumerate() {
+                out.indices[a + k] = g;
+                out.values[a + k] = v;
+            }
+        }
+        out
+    }
+}
+
+fn parse_err(path: &Path, line: u64, what: impl std::fmt::Display) -> Error {
+    Error::format(format!("{}:{line}: {what}", path.display()))
+}
+
+/// Reads a Matrix Market `coordinate` file of integer counts into cell-major CSR.
+/// `genes_are_rows` is the 10x convention (matrix rows = genes, columns = cells).
+/// Accepts `integer` fields and `real` fields holding whole numbers; explicit zeros are
+/// dropped; duplicate entries and negative counts are errors naming the line.
+pub fn read_matrix_market(path: &Path, genes_are_rows: bool) -> Result<CellMatrix> {
+    let mut r = open_maybe_gz(path)?;
+    read_matrix_market_from(&mut r, path, genes_are_rows)
+}
+
+pub fn read_matrix_market_from(
+    r: &mut dyn BufRead,
+    path: &Path,
+    genes_are_rows: bool,
+) -> Result<CellMatrix> {
+    let mut line = Vec::with_capacity(128);
+    let mut lineno = 0u64;
+    let mut next_line = |line: &mut Vec<u8>, lineno: &mut u64| -> Result<bool> {
+        line.clear();
+        let n = r.read_until(b'\n', line).map_err(|e| Error::io(path, &e))?;
+        *lineno += 1;
+        while line.last().is_some_and(|c| *c == b'\n' || *c == b'\r') {
+            line.pop();
+        }
+        Ok(n > 0)
+    };
+    if !next_line(&mut line, &mut lineno)? {
+        return Err(parse_err(
+            path,
+            1,
+            "empty file, expected a %%MatrixMarket header",
+        ));
+    }
+    let header = String::from_utf8_lossy(&line).to_ascii_lowercase();
+    let words: Vec<&str> = header.split_whitespace().collect();
+    if words.len() < 5 || words[0] != "%%matrixmarket" || words[1] != "matrix" {
+        return Err(parse_err(
+            path,
+            1,
+            "not a Matrix Market file (expected '%%MatrixMarket matrix ...')",
+        ));
+    }
+    if words[2] != "coordinate" {
+        return Err(parse_err(
+            path,
+            1,
+            format!(
+                "'{}' matrices are not supported, only 'coordinate'",
+                words[2]
+            ),
+        ));
+    }
+    let real = match words[3] {
+        "integer" => false,
+        "real" => true,
+        other => {
+            return Err(parse_err(
+                path,
+                1,
+                format!("field '{other}' is not integer or real counts"),
+            ))
+        }
+    };
+    if words[4] != "general" {
+        return Err(parse_err(
+            path,
+            1,
+            format!("symmetry '{}' is not supported, only 'general'", words[4]),
+        ));
+    }
+    // Size line after comments.
+    let (n_rows, n_cols, nnz) = loop {
+        if !next_line(&mut line, &mut lineno)? {
+            return Err(parse_err(path, lineno, "missing the size line"));
+        }
+        if line.first() == Some(&b'%') || line.iter().all(|c| c.is_ascii_whitespace()) {
+            continue;
+        }
+        let s = String::from_utf8_lossy(&line);
+        let v: Vec<u64> = s
+            .split_whitespace()
+            .map(|w| w.parse::<u64>())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| parse_err(path, lineno, format!("bad size line '{s}'")))?;
+        if v.len() != 3 {
+            return Err(parse_err(
+                path,
+                lineno,
+                format!("size line has {} numbers, expected 3", v.len()),
+            ));
+        }
+        break (v[0], v[1], v[2]);
+    };
+    let (n_genes, n_cells) = if genes_are_rows {
+        (n_rows, n_cols)
+    } else {
+        (n_cols, n_rows)
+    };
+    if n_genes == 0 || n_genes > crate::tile::MAX_GENES {
+        return Err(parse_err(
+            path,
+            lineno,
+            format!("{n_genes} genes: must be 1..2^31"),
+        ));
+    }
+    if n_cells > u32::MAX as u64 * 16 || nnz > n_rows.saturating_mul(n_cols) {
+        return Err(parse_err(
+            path,
+            lineno,
+            format!("implausible size {n_rows} x {n_cols} with {nnz} entries"),
+        ));
+    }
+    // Triplets, then a counting sort by cell.
+    let mut cells = Vec::with_capacity(nnz.min(1 << 28) as usize);
+    let mut genes = Vec::with_capacity(cells.capacity());
+    let mut vals = Vec::with_capacity(cells.capacity());
+    let mut seen = 0u64;
+    while next_line(&mut line, &mut lineno)? {
+        if line.is_empty() || line[0] == b'%' {
+            continue;
+        }
+        let mut it = line
+            .split(|c| *c == b' ' || *c == b'\t')
+            .filter(|w| !w.is_empty());
+        let mut field = |name: &str| -> Result<&[u8]> {
+            it.next()
+                .ok_or_else(|| parse_err(path, lineno, format!("missing {name}")))
+        };
+        let row = parse_index(field("row")?, n_rows)
+            .ok_or_else(|| parse_err(path, lineno, format!("row index is not in 1..={n_rows}")))?;
+        let col = parse_index(field("column")?, n_cols).ok_or_else(|| {
+            parse_err(path, lineno, format!("column index is not in 1..={n_cols}"))
+        })?;
+        let vtext = field("value")?;
+        let v = parse_count(vtext, real).ok_or_else(|| {
+            parse_err(
+                path,
+                lineno,
+                format!(
+                    "value '{}' is not a count in 0..=2^31-1",
+                    String::from_utf8_lossy(vtext)
+                ),
+            )
+        })?;
+        seen += 1;
+        if seen > nnz {
+            return Err(parse_err(
+                path,
+                lineno,
+                format!("more entries than the {nnz} announced"),
+            ));
+        }
+        if v == 0 {
+            continue;
+        }
+        let (g, c) = if genes_are_rows {
+            (row, col)
+        } else {
+            (col, row)
+        };
+        cells.push(c as u32);
+        genes.push(g as i32);
+        vals.push(v);
+    }
+    if seen != nnz {
+        return Err(parse_err(
+            path,
+            lineno,
+            format!("{seen} entries, the size line announced {nnz}"),
+        ));
+    }
+    let n_cells = n_cells as usize;
+    let mut indptr = vec![0i64; n_cells + 1];
+    for &c in &cells {
+        indptr[c as usize + 1] += 1;
+    }
+    for i in 0..n_cells {
+        indptr[i + 1] += indptr[i];
+    }
+    let mut fill = indptr.clone();
+    let mut indices = vec![0i32; cells.len()];
+    let mut values = vec![0i32; cells.len()];
+    for k in 0..cells.len() {
+        let at = &mut fill[cells[k] as usize];
+        indices[*at as usize] = genes[k];
+        values[*at as usize] = vals[k];
+        *at += 1;
+    }
+    let mut m = CellMatrix {
+        n_cells,
+        n_genes: n_genes as u32,
+        indptr,
+        indices,
+        values,
+    };
+    sort_rows(&mut m).map_err(|(cell, gene)| {
+        Error::format(format!(
+            "{}: duplicate entry for cell {} / gene {} (1-based)",
+            path.display(),
+            cell + 1,
+            gene + 1
+        ))
+    })?;
+    Ok(m)
+}
+
+/// Sorts each row by gene; returns the first duplicate (cell, gene) found.
+fn sort_rows(m: &mut CellMatrix) -> std::result::Result<(), (usize, i32)> {
+    let mut row: Vec<(i32, i32)> = Vec::new();
+    for c in 0..m.n_cells {
+        let (a, b) = (m.indptr[c] as usize, m.indptr[c + 1] as usize);
+        if m.indices[a..b].windows(2).all(|w| w[0] < w[1]) {
+            continue;
+        }
+        row.clear();
+        row.extend((a..b).map(|j| (m.indices[j], m.values[j])));
+        row.sort_unstable_by_key(|e| e.0);
+        if let Some(w) = row.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err((c, w[0].0));
+        }
+        for (k, &(g, v)) in row.iter().enumerate() {
+            m.indices[a + k] = g;
+            m.values[a + k] = v;
+        }
+    }
+    Ok(())
+}
+
+fn parse_index(w: &[u8], max: u64) -> Option<u64> {
+    let v = parse_u64(w)?;
+    (1..=max).contains(&v).then(|| v - 1)
+}
+
+fn parse_u64(w: &[u8]) -> Option<u64> {
+    if w.is_empty() || w.len() > 19 {
+        return None;
+    }
+    let mut v = 0u64;
+    for &c in w {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + (c - b'0') as u64;
+    }
+    Some(v)
+}
+
+fn parse_count(w: &[u8], real: bool) -> Option<i32> {
+    let v = match parse_u64(w) {
+        Some(v) => v,
+        None if real => {
+            let f: f64 = std::str::from_utf8(w).ok()?.parse().ok()?;
+            if f.fract() != 0.0 || !(0.0..=i32::MAX as f64).contains(&f) {
+                return None;
+            }
+            f as u64
+        }
+        None => return None,
+    };
+    (v <= i32::MAX as u64).then_some(v as i32)
+}
+
+/// The files of a 10x Genomics matrix folder.
+#[derive(Debug, Clone)]
+pub struct TenxFolder {
+    pub matrix: PathBuf,
+    pub features: PathBuf,
+    pub barcodes: PathBuf,
+}
+
+/// Finds `matrix.mtx[.gz]`, `features.tsv[.gz]` (or `genes.tsv[.gz]`), `barcodes.tsv[.gz]`.
+pub fn find_10x_folder(dir: &Path) -> Result<TenxFolder> {
+    let pick = |names: &[&str]| -> Result<PathBuf> {
+        names
+            .iter()
+            .map(|n| dir.join(n))
+            .find(|p| p.is_file())
+            .ok_or_else(|| {
+                Error::new(
+                    crate::error::ErrorKind::NotFound,
+                    format!(
+                        "{}: no {} in this 10x matrix folder",
+                        dir.display(),
+                        names.join(" or ")
+                    ),
+                )
+            })
+    };
+    Ok(TenxFolder {
+        matrix: pick(&["matrix.mtx.gz", "matrix.mtx"])?,
+        features: pick(&[
+            "features.tsv.gz",
+            "features.tsv",
+            "genes.tsv.gz",
+            "genes.tsv",
+        ])?,
+        barcodes: pick(&["barcodes.tsv.gz", "barcodes.tsv"])?,
+    })
+}
+
+/// Reads the lines of a small text table (features, barcodes), gunzipping if needed.
+pub fn read_lines(path: &Path) -> Result<Vec<String>> {
+    let mut s = String::new();
+    open_maybe_gz(path)?
+        .read_to_string(&mut s)
+        .map_err(|e| Error::io(path, &e))?;
+    Ok(s.lines().map(str::to_owned).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str, genes_are_rows: bool) -> Result<CellMatrix> {
+        read_matrix_market_from(&mut text.as_bytes(), Path::new("m.mtx"), genes_are_rows)
+    }
+
+    #[test]
+    fn reads_10x_orientation_and_sorts_rows() {
+        let m = parse(
+            "%%MatrixMarket matrix coordinate integer general\n% c\n3 2 4\n3 1 5\n1 1 2\n2 2 7\n1 2 0\n",
+            true,
+        )
+        .unwrap();
+        assert_eq!(m.n_cells, 2);
+        assert_eq!(m.n_genes, 3);
+        assert_eq!(m.indptr, vec![0, 2, 3]);
+        assert_eq!(m.indices, vec![0, 2, 1]);
+        assert_eq!(m.values, vec![2, 5, 7]);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let head = "%%MatrixMarket matrix coordinate integer general\n2 2 2\n";
+        let e = parse(&format!("{head}1 1 1\n3 1 1\n"), true).unwrap_err();
+        assert_eq!(e.message, "m.mtx:4: row index is not in 1..=2");
+        let e = parse(&format!("{head}1 1 1\n1 2 -1\n"), true).unwrap_err();
+        assert!(
+            e.message.starts_with("m.mtx:4: value '-1'"),
+            "{}",
+            e.message
+        );
+        let e = parse(&format!("{head}1 1 1\n1 1 3\n"), true).unwrap_err();
+        assert!(
+            e.message.contains("duplicate entry for cell 1 / gene 1"),
+            "{}",
+            e.message
+        );
+        let e = parse(&format!("{head}1 1 1\n"), true).unwrap_err();
+        assert!(e.message.contains("1 entries, the size line announced 2"));
+        let e = parse("%%MatrixMarket matrix array integer general\n", true).unwrap_err();
+        assert!(e.message.contains("only 'coordinate'"));
+    }
+
+    #[test]
+    fn real_fields_with_whole_numbers_are_counts() {
+        let m = parse(
+            "%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 3.0\n",
+            false,
+        )
+        .unwrap();
+        assert_eq!(m.values, vec![3]);
+        assert!(parse(
+            "%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 2.5\n",
+            false
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn gene_order_by_decreasing_total() {
+        let m = parse(
+            "%%MatrixMarket matrix coordinate integer general\n3 2 4\n1 1 1\n2 1 5\n3 2 5\n2 2 1\n",
+            true,
+        )
+        .unwrap();
+        // totals: g0 = 1, g1 = 6, g2 = 5
+        let order = m.order_by_decreasing_total();
+        assert_eq!(order, vec![1, 2, 0]);
+        let p = m.permute_genes(&order);
+        // cell 0: g0 (1) -> col 2, g1 (5) -> col 0
+        assert_eq!(&p.indices[..2], &[0, 2]);
+        assert_eq!(&p.values[..2], &[5, 1]);
+    }
+}

@@ -1,0 +1,273 @@
+//! The per-nonzero loops of decoding, the only code between zstd and the caller's buffers.
+//! Measured in benches/tile.rs. On x86_64 they use SSE2 (part of the x86_64 baseline, so no
+//! run-time detection) and, for outputs larger than the L2 cache, non-temporal stores: a
+//! decoded tile is 8 bytes per nonzero, and writing it through the cache both reads every
+//! line first and evicts the zstd scratch that the next frame reuses.
+
+/// Outputs of at least this many bytes per chunk are written with streaming stores.
+pub const STREAM_STORE_MIN_BYTES: usize = 1 << 20;
+
+/// Gene indices of one cell from its gap planes: `out[i] = sum(gaps[..=i])`. Returns the
+/// last (largest) index, computed without wrap-around.
+#[inline]
+pub fn prefix_sum_gaps(out: &mut [i32], lo: &[u8], hi: &[u8], stream: bool) -> u64 {
+    assert!(lo.len() == out.len() && hi.len() == out.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        // A cell of at most 65537 gaps sums below 2^32: 32-bit lanes cannot wrap.
+        if out.len() <= 65_537 {
+            // SAFETY: SSE2 is in the x86_64 baseline; slice lengths are equal (asserted).
+            return unsafe {
+                if stream {
+                    sse2::prefix_sum::<true>(out, lo, hi)
+                } else {
+                    sse2::prefix_sum::<false>(out, lo, hi)
+                }
+            };
+        }
+    }
+    let _ = stream;
+    prefix_sum_scalar(out, lo, hi, 0)
+}
+
+#[inline]
+fn prefix_sum_scalar(out: &mut [i32], lo: &[u8], hi: &[u8], start: u64) -> u64 {
+    let mut acc = start;
+    for ((o, &l), &h) in out.iter_mut().zip(lo).zip(hi) {
+        acc += l as u64 | (h as u64) << 8;
+        *o = acc as i32;
+    }
+    acc
+}
+
+/// `out[i] = lo[i] | hi[i] << 8` as int32.
+#[inline]
+pub fn planes_to_i32(out: &mut [i32], lo: &[u8], hi: &[u8], stream: bool) {
+    assert!(lo.len() == out.len() && hi.len() == out.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: SSE2 baseline; equal lengths asserted.
+        unsafe {
+            if stream {
+                sse2::planes::<true, false>(out.as_mut_ptr().cast(), out.len(), lo, hi)
+            } else {
+                sse2::planes::<false, false>(out.as_mut_ptr().cast(), out.len(), lo, hi)
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = stream;
+        for ((o, &l), &h) in out.iter_mut().zip(lo).zip(hi) {
+            *o = (l as u16 | (h as u16) << 8) as i32;
+        }
+    }
+}
+
+/// `out[i] = lo[i] | hi[i] << 8` as float32 (exact: below 2^16).
+#[inline]
+pub fn planes_to_f32(out: &mut [f32], lo: &[u8], hi: &[u8], stream: bool) {
+    assert!(lo.len() == out.len() && hi.len() == out.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: SSE2 baseline; equal lengths asserted.
+        unsafe {
+            if stream {
+                sse2::planes::<true, true>(out.as_mut_ptr().cast(), out.len(), lo, hi)
+            } else {
+                sse2::planes::<false, true>(out.as_mut_ptr().cast(), out.len(), lo, hi)
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = stream;
+        for ((o, &l), &h) in out.iter_mut().zip(lo).zip(hi) {
+            *o = (l as u16 | (h as u16) << 8) as f32;
+        }
+    }
+}
+
+/// Orders streaming stores before whatever signals the work done (they are weakly ordered).
+#[inline]
+pub fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence has no preconditions (SSE baseline).
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use std::arch::x86_64::*;
+
+    /// Stores 4 lanes at `p`: streaming (p must be 16-byte aligned) or plain unaligned.
+    #[inline(always)]
+    unsafe fn store<const STREAM: bool>(p: *mut __m128i, v: __m128i) {
+        // SAFETY: the caller passes a pointer valid for 16 bytes, aligned when STREAM.
+        unsafe {
+            if STREAM {
+                _mm_stream_si128(p, v)
+            } else {
+                _mm_storeu_si128(p, v)
+            }
+        }
+    }
+
+    /// Elements to handle one by one before `p + i` is 16-byte aligned (0 without STREAM).
+    #[inline(always)]
+    fn head<const STREAM: bool>(p: *const u8, n: usize) -> usize {
+        if STREAM {
+            (p.align_offset(16) / 4).min(n)
+        } else {
+            0
+        }
+    }
+
+    /// See `super::prefix_sum_gaps`. Eight gaps at a time: interleave the planes into u16,
+    /// widen to u32, prefix-sum within each half in registers, carry the total across.
+    ///
+    /// # Safety
+    /// `lo`, `hi` and `out` have equal lengths; the sum of a cell's gaps is below 2^32.
+    #[inline]
+    pub unsafe fn prefix_sum<const STREAM: bool>(out: &mut [i32], lo: &[u8], hi: &[u8]) -> u64 {
+        let n = out.len();
+        let start = head::<STREAM>(out.as_ptr().cast(), n);
+        let mut acc = super::prefix_sum_scalar(&mut out[..start], &lo[..start], &hi[..start], 0);
+        let mut i = start;
+        // SAFETY: each iteration reads lo/hi[i..i + 8] and writes out[i..i + 8] with
+        // i + 8 <= n; with STREAM, out + i is 16-byte aligned (i advances by 8 int32).
+        unsafe {
+            let zero = _mm_setzero_si128();
+            let mut carry = _mm_set1_epi32(acc as i32);
+            while i + 8 <= n {
+                let l = _mm_loadl_epi64(lo.as_ptr().add(i).cast());
+                let h = _mm_loadl_epi64(hi.as_ptr().add(i).cast());
+                let gaps = _mm_unpacklo_epi8(l, h);
+                let mut a = _mm_unpacklo_epi16(gaps, zero);
+                let mut b = _mm_unpackhi_epi16(gaps, zero);
+                a = _mm_add_epi32(a, _mm_slli_si128(a, 4));
+                b = _mm_add_epi32(b, _mm_slli_si128(b, 4));
+                a = _mm_add_epi32(a, _mm_slli_si128(a, 8));
+                b = _mm_add_epi32(b, _mm_slli_si128(b, 8));
+                a = _mm_add_epi32(a, carry);
+                b = _mm_add_epi32(b, _mm_shuffle_epi32(a, 0xFF));
+                carry = _mm_shuffle_epi32(b, 0xFF);
+                store::<STREAM>(out.as_mut_ptr().add(i).cast(), a);
+                store::<STREAM>(out.as_mut_ptr().add(i + 4).cast(), b);
+                i += 8;
+            }
+            acc = _mm_cvtsi128_si32(carry) as u32 as u64;
+        }
+        super::prefix_sum_scalar(&mut out[i..], &lo[i..], &hi[i..], acc)
+    }
+
+    /// Sixteen values at a time: interleave the planes into u16, widen to int32 (and
+    /// convert to float32 when FLOAT).
+    ///
+    /// # Safety
+    /// `out` is valid for `n` 4-byte elements; `lo` and `hi` have length `n`.
+    #[inline]
+    pub unsafe fn planes<const STREAM: bool, const FLOAT: bool>(
+        out: *mut u32,
+        n: usize,
+        lo: &[u8],
+        hi: &[u8],
+    ) {
+        let one = |o: *mut u32, l: u8, h: u8| {
+            let v = l as u32 | (h as u32) << 8;
+            let bits = if FLOAT { (v as f32).to_bits() } else { v };
+            // SAFETY: o is within out[..n] (callers below).
+            unsafe { o.write_unaligned(bits) }
+        };
+        let start = head::<STREAM>(out.cast(), n);
+        for i in 0..start {
+            // SAFETY: i < start <= n.
+            one(unsafe { out.add(i) }, lo[i], hi[i]);
+        }
+        let mut i = start;
+        // SAFETY: each iteration reads lo/hi[i..i + 16] and writes out[i..i + 16] with
+        // i + 16 <= n; with STREAM, out + i is 16-byte aligned.
+        unsafe {
+            let zero = _mm_setzero_si128();
+            let conv = |v: __m128i| {
+                if FLOAT {
+                    _mm_castps_si128(_mm_cvtepi32_ps(v))
+                } else {
+                    v
+                }
+            };
+            while i + 16 <= n {
+                let l = _mm_loadu_si128(lo.as_ptr().add(i).cast());
+                let h = _mm_loadu_si128(hi.as_ptr().add(i).cast());
+                let w0 = _mm_unpacklo_epi8(l, h);
+                let w1 = _mm_unpackhi_epi8(l, h);
+                let p = out.add(i).cast::<__m128i>();
+                store::<STREAM>(p, conv(_mm_unpacklo_epi16(w0, zero)));
+                store::<STREAM>(p.add(1), conv(_mm_unpackhi_epi16(w0, zero)));
+                store::<STREAM>(p.add(2), conv(_mm_unpacklo_epi16(w1, zero)));
+                store::<STREAM>(p.add(3), conv(_mm_unpackhi_epi16(w1, zero)));
+                i += 16;
+            }
+        }
+        for j in i..n {
+            // SAFETY: j < n.
+            one(unsafe { out.add(j) }, lo[j], hi[j]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planes(v: &[u16]) -> (Vec<u8>, Vec<u8>) {
+        (
+            v.iter().map(|x| *x as u8).collect(),
+            v.iter().map(|x| (*x >> 8) as u8).collect(),
+        )
+    }
+
+    /// Every length and alignment offset against the scalar definition.
+    #[test]
+    fn kernels_match_the_definition() {
+        let vals: Vec<u16> = (0..300u32).map(|i| (i * 7919 % 65536) as u16).collect();
+        for offset in 0..4 {
+            for n in 0..80 {
+                let (lo, hi) = planes(&vals[..n]);
+                let expect_sum: Vec<i32> = vals[..n]
+                    .iter()
+                    .scan(0u64, |acc, &g| {
+                        *acc += g as u64;
+                        Some(*acc as i32)
+                    })
+                    .collect();
+                for stream in [false, true] {
+                    let mut buf = vec![0i32; n + 4];
+                    let last = prefix_sum_gaps(&mut buf[offset..offset + n], &lo, &hi, stream);
+                    assert_eq!(&buf[offset..offset + n], &expect_sum[..]);
+                    assert_eq!(last, expect_sum.last().map_or(0, |&x| x as u64));
+                    let mut ibuf = vec![0i32; n + 4];
+                    planes_to_i32(&mut ibuf[offset..offset + n], &lo, &hi, stream);
+                    let mut fbuf = vec![0f32; n + 4];
+                    planes_to_f32(&mut fbuf[offset..offset + n], &lo, &hi, stream);
+                    store_fence();
+                    for i in 0..n {
+                        assert_eq!(ibuf[offset + i], vals[i] as i32);
+                        assert_eq!(fbuf[offset + i], vals[i] as f32);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_cells_fall_back_to_64_bit_sums() {
+        let n = 70_000;
+        let (lo, hi) = planes(&vec![65_535u16; n]);
+        let mut out = vec![0i32; n];
+        let last = prefix_sum_gaps(&mut out, &lo, &hi, false);
+        assert_eq!(last, 65_535 * n as u64);
+    }
+}
