@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what building and testing libdeltacells needs on a bare Debian machine.
+# Idempotent: installs only what is missing. Used by scripts/test.sh, scripts/demo.sh, .ci/run.
+set -euo pipefail
+
+CBINDGEN_VERSION=0.29.2
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi
+
+apt_missing=()
+command -v cmake >/dev/null 2>&1 || apt_missing+=(cmake)
+command -v valgrind >/dev/null 2>&1 || apt_missing+=(valgrind)
+command -v pkg-config >/dev/null 2>&1 || apt_missing+=(pkg-config)
+command -v cc >/dev/null 2>&1 || apt_missing+=(gcc)
+command -v c++ >/dev/null 2>&1 || apt_missing+=(g++)
+command -v make >/dev/null 2>&1 || apt_missing+=(make)
+if [ ${#apt_missing[@]} -gt 0 ]; then
+  echo "setup: installing ${apt_missing[*]} (apt)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_missing[@]}" >/dev/null
+fi
+
+if ! cargo fmt --version >/dev/null 2>&1; then rustup component add rustfmt; fi
+if ! cargo clippy --version >/dev/null 2>&1; then rustup component add clippy; fi
+
+if ! cbindgen --version 2>/dev/null | grep -q "cbindgen $CBINDGEN_VERSION"; then
+  echo "setup: installing cbindgen $CBINDGEN_VERSION (cargo install)"
+  cargo install --locked --quiet "cbindgen@$CBINDGEN_VERSION"
+fi
