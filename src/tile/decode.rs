@@ -65,6 +65,10 @@ impl Default for DecodeOptions {
     }
 }
 
+/// Below this many nonzeros per thread, a decode uses fewer threads (measured with
+/// benches/tile.rs on the 24k-nonzero chr21 tile: two threads were slower than one).
+const MIN_NNZ_PER_THREAD: u64 = 32 * 1024;
+
 /// Per-thread decoding state, reused across chunks and calls.
 struct Scratch {
     dctx: DCtx<'static>,
@@ -148,7 +152,11 @@ pub fn decode_parsed(
         rest_idx = tail;
         jobs.push((c, e, idx, values.take_front(n)));
     }
-    let threads = pool::resolve_threads(threads).min(jobs.len().max(1));
+    // Waking workers costs more than decoding a few thousand nonzeros.
+    let worth = (nnz / MIN_NNZ_PER_THREAD).max(1) as usize;
+    let threads = pool::resolve_threads(threads)
+        .min(jobs.len().max(1))
+        .min(worth);
     pool::map(threads, jobs, |(c, e, idx, vals)| {
         with_scratch(|s| decode_chunk(tile, c, e, indptr, idx, vals, s))
     })?;
@@ -195,7 +203,9 @@ fn decode_chunk(
     let n = e.nnz() as usize;
     let n_genes = tile.header.n_genes as u64;
     let base = e.nnz_lo as i64;
-    let stream = 4 * n >= kernels::STREAM_STORE_MIN_BYTES;
+    // Streaming stores pay off for outputs larger than the cache, written in long runs.
+    let n_cells = (e.cell_hi - e.cell_lo).max(1) as usize;
+    let stream = 4 * n >= kernels::STREAM_STORE_MIN_BYTES && n / n_cells >= 64;
 
     // Gene indices: per cell, prefix-sum the gaps.
     decompress_exact(
@@ -208,19 +218,14 @@ fn decode_chunk(
         2 * n,
     )?;
     let (lo, hi) = s.planes.split_at(n);
-    for cell in e.cell_lo as usize..e.cell_hi as usize {
-        let a = (indptr[cell] - base) as usize;
-        let b = (indptr[cell + 1] - base) as usize;
-        if a == b {
-            continue;
-        }
-        let last = kernels::prefix_sum_gaps(&mut indices[a..b], &lo[a..b], &hi[a..b], stream);
-        // Indices only grow within a cell, so checking the last one bounds them all.
-        if last >= n_genes {
-            return Err(Error::format(format!(
-                "chunk {c}: cell {cell}: gene index {last} >= n_genes {n_genes}"
-            )));
-        }
+    let bounds = &indptr[e.cell_lo as usize..=e.cell_hi as usize];
+    if let Err((k, last)) =
+        kernels::prefix_sum_cells(indices, lo, hi, bounds, base, n_genes, stream)
+    {
+        return Err(Error::format(format!(
+            "chunk {c}: cell {}: gene index {last} >= n_genes {n_genes}",
+            e.cell_lo as usize + k
+        )));
     }
     if e.gexc.len > 0 {
         let exc = read_exceptions(&mut s.dctx, tile, c, StreamKind::Gexc, e, &mut s.exceptions)?;

@@ -30,6 +30,55 @@ pub fn prefix_sum_gaps(out: &mut [i32], lo: &[u8], hi: &[u8], stream: bool) -> u
     prefix_sum_scalar(out, lo, hi, 0)
 }
 
+/// Gene indices of all cells of a chunk: `bounds` are the cells' start offsets into the
+/// chunk plus the end (`bounds[k] - base`). Returns the first cell (index into `bounds`)
+/// whose last index reaches `n_genes`, with that index.
+///
+/// Cells are short in real data (tens of nonzeros), so instead of finishing each cell with a
+/// scalar tail, the vector loop runs whole blocks of eight and lets the last one spill into the
+/// next cell's range, which that cell then overwrites.
+pub fn prefix_sum_cells(
+    out: &mut [i32],
+    lo: &[u8],
+    hi: &[u8],
+    bounds: &[i64],
+    base: i64,
+    n_genes: u64,
+    stream: bool,
+) -> Result<(), (usize, u64)> {
+    let n = out.len();
+    assert!(lo.len() == n && hi.len() == n);
+    for k in 0..bounds.len().saturating_sub(1) {
+        let (a, b) = ((bounds[k] - base) as usize, (bounds[k + 1] - base) as usize);
+        if a == b {
+            continue;
+        }
+        let len = b - a;
+        let blocks_end = a + len.div_ceil(8) * 8;
+        let last = if cfg!(target_arch = "x86_64") && !stream && len <= 65_537 && blocks_end <= n {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: out/lo/hi[a..blocks_end] are in bounds (blocks_end <= n); a cell of at
+            // most 65537 gaps sums below 2^32.
+            unsafe {
+                sse2::prefix_sum_blocks(
+                    out.as_mut_ptr().add(a),
+                    lo.as_ptr().add(a),
+                    hi.as_ptr().add(a),
+                    len.div_ceil(8),
+                );
+            }
+            out[b - 1] as u32 as u64
+        } else {
+            prefix_sum_gaps(&mut out[a..b], &lo[a..b], &hi[a..b], stream)
+        };
+        // Indices only grow within a cell, so checking the last one bounds them all.
+        if last >= n_genes {
+            return Err((k, last));
+        }
+    }
+    Ok(())
+}
+
 #[inline]
 fn prefix_sum_scalar(out: &mut [i32], lo: &[u8], hi: &[u8], start: u64) -> u64 {
     let mut acc = start;
@@ -163,6 +212,37 @@ mod sse2 {
         super::prefix_sum_scalar(&mut out[i..], &lo[i..], &hi[i..], acc)
     }
 
+    /// `blocks` blocks of eight gaps from the given positions, with a running total that
+    /// starts at 0 (see `super::prefix_sum_cells`).
+    ///
+    /// # Safety
+    /// `out`, `lo`, `hi` are valid for `8 * blocks` elements; their sum is below 2^32.
+    #[inline]
+    pub unsafe fn prefix_sum_blocks(out: *mut i32, lo: *const u8, hi: *const u8, blocks: usize) {
+        // SAFETY: block j reads lo/hi[8j..8j + 8] and writes out[8j..8j + 8], j < blocks.
+        unsafe {
+            let zero = _mm_setzero_si128();
+            let mut carry = zero;
+            for j in 0..blocks {
+                let i = 8 * j;
+                let l = _mm_loadl_epi64(lo.add(i).cast());
+                let h = _mm_loadl_epi64(hi.add(i).cast());
+                let gaps = _mm_unpacklo_epi8(l, h);
+                let mut a = _mm_unpacklo_epi16(gaps, zero);
+                let mut b = _mm_unpackhi_epi16(gaps, zero);
+                a = _mm_add_epi32(a, _mm_slli_si128(a, 4));
+                b = _mm_add_epi32(b, _mm_slli_si128(b, 4));
+                a = _mm_add_epi32(a, _mm_slli_si128(a, 8));
+                b = _mm_add_epi32(b, _mm_slli_si128(b, 8));
+                a = _mm_add_epi32(a, carry);
+                b = _mm_add_epi32(b, _mm_shuffle_epi32(a, 0xFF));
+                carry = _mm_shuffle_epi32(b, 0xFF);
+                _mm_storeu_si128(out.add(i).cast(), a);
+                _mm_storeu_si128(out.add(i + 4).cast(), b);
+            }
+        }
+    }
+
     /// Sixteen values at a time: interleave the planes into u16, widen to int32 (and
     /// convert to float32 when FLOAT).
     ///
@@ -259,6 +339,47 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Many short cells, empty ones among them, in both store modes, against the definition.
+    #[test]
+    fn cells_of_a_chunk_match_the_definition() {
+        let lens = [0usize, 1, 7, 8, 9, 0, 3, 16, 17, 0, 2, 40, 5];
+        let base = 1000i64;
+        let mut bounds = vec![base];
+        for l in lens {
+            bounds.push(bounds.last().unwrap() + l as i64);
+        }
+        let n = (bounds.last().unwrap() - base) as usize;
+        let vals: Vec<u16> = (0..n as u32).map(|i| (i * 40503 % 65536) as u16).collect();
+        let (lo, hi) = planes(&vals);
+        let mut expect = vec![0i32; n];
+        for k in 0..lens.len() {
+            let (a, b) = ((bounds[k] - base) as usize, (bounds[k + 1] - base) as usize);
+            let mut acc = 0i64;
+            for i in a..b {
+                acc += vals[i] as i64;
+                expect[i] = acc as i32;
+            }
+        }
+        for stream in [false, true] {
+            let mut out = vec![-1i32; n];
+            prefix_sum_cells(&mut out, &lo, &hi, &bounds, base, 1 << 31, stream).unwrap();
+            store_fence();
+            assert_eq!(out, expect);
+        }
+        // The first cell (index into bounds) whose last index reaches n_genes is reported.
+        let mut out = vec![0i32; n];
+        let k = 3; // the cell of 8
+        let limit = expect[(bounds[k + 1] - base) as usize - 1] as u64;
+        let smaller_before = (0..k).all(|j| {
+            let (a, b) = ((bounds[j] - base) as usize, (bounds[j + 1] - base) as usize);
+            a == b || (expect[b - 1] as u64) < limit
+        });
+        if smaller_before {
+            let e = prefix_sum_cells(&mut out, &lo, &hi, &bounds, base, limit, false).unwrap_err();
+            assert_eq!(e, (k, limit));
         }
     }
 
