@@ -9,7 +9,9 @@ mod writer;
 
 pub use manifest::{Manifest, DATASET_FORMAT, DATASET_VERSION};
 pub use reader::{Dataset, DatasetInfo, DecodedTile, GatherPlan, DEFAULT_TILE_CACHE};
-pub use writer::{DatasetWriter, WriterOptions, DEFAULT_OBS_TILES_PER_FILE, DEFAULT_TILE_SIZE};
+pub use writer::{
+    DatasetWriter, WriterOptions, DEFAULT_OBS_TILES_PER_FILE, DEFAULT_TILE_SIZE, MAX_CHUNKS,
+};
 
 /// Names inside a dataset directory.
 pub mod paths {
