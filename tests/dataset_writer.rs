@@ -257,6 +257,8 @@ fn invalid_appends_append_nothing() {
         assert!(e.message.contains(needle), "{} lacks {needle}", e.message);
         assert_eq!(w.rows_appended(), 1);
     }
+    let e = w.append_csr(u64::MAX, &[0], &[], &[]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument);
     // A bad row after good ones in the same call: none of the call is taken.
     assert!(w
         .append_csr(3, &[0, 1, 2, 3], &[0, 1, 9], &[1, 1, 1])

@@ -316,9 +316,9 @@ impl Dataset {
         let parsed = Tile::parse(&blob, verify).map_err(|e| self.tile_err(t, e))?;
         self.check_header_agrees(t, &parsed.header)?;
         let nnz = parsed.header.nnz as usize;
-        let mut indptr = vec![0i64; parsed.header.n_cells as usize + 1];
-        let mut indices = vec![0i32; nnz];
-        let mut values = vec![0i32; nnz];
+        let mut indptr = zeroed::<i64>(parsed.header.n_cells as usize + 1, t)?;
+        let mut indices = zeroed::<i32>(nnz, t)?;
+        let mut values = zeroed::<i32>(nnz, t)?;
         tile::decode_parsed(
             &parsed,
             threads,
@@ -753,6 +753,19 @@ impl Dataset {
             }
         })
     }
+}
+
+/// A zeroed buffer for decoding tile `t`; running out of memory is an error, not an abort
+/// (a tile's header may claim far more nonzeros than the machine holds).
+fn zeroed<T: Copy + Default>(n: usize, t: u64) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        Error::limit(format!(
+            "tile {t}: cannot allocate {n} elements to decode it (out of memory)"
+        ))
+    })?;
+    v.resize(n, T::default());
+    Ok(v)
 }
 
 fn copy_values(values: ValuesOut<'_>, at: usize, src: &[i32]) {

@@ -534,11 +534,11 @@ impl DatasetWriter {
         values: &[i32],
     ) -> Result<()> {
         let bad = |m: String| Error::invalid_argument(format!("append_csr: {m}"));
-        if indptr.len() as u64 != n_rows + 1 {
+        if n_rows.checked_add(1) != Some(indptr.len() as u64) {
             return Err(bad(format!(
                 "indptr has {} entries, n_rows + 1 = {} expected",
                 indptr.len(),
-                n_rows + 1
+                n_rows as u128 + 1
             )));
         }
         let base = indptr[0];
