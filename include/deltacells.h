@@ -87,9 +87,53 @@ struct ArrowArrayStream {
 #define DC_ABI_VERSION 1
 
 /**
+ * An open dataset (opaque). Created by `dc_dataset_open`, released by `dc_dataset_free`.
+ * May be used from several threads at once.
+ */
+typedef struct dc_dataset dc_dataset;
+
+/**
+ * A dataset being written (opaque). Created by `dc_writer_create`, released by
+ * `dc_writer_free`. Must not be used from several threads at once.
+ */
+typedef struct dc_writer dc_writer;
+
+/**
  * Result of every fallible call (a C `int32_t`; the `DC_OK` / `DC_ERR_*` constants).
  */
 typedef int32_t dc_status;
+
+/**
+ * A setting of a dataset handle (`DC_DATASET_*`), for `dc_dataset_set`.
+ */
+typedef int32_t dc_dataset_param;
+
+/**
+ * Summary of a dataset, filled by `dc_dataset_info_get`.
+ */
+typedef struct dc_dataset_info {
+  uint64_t n_cells;
+  uint32_t n_genes;
+  /**
+   * Dataset format version (2).
+   */
+  uint32_t version;
+  uint64_t n_tiles;
+  uint64_t tile_size;
+  /**
+   * Sum of the tiles' stored nonzeros.
+   */
+  uint64_t nnz;
+  int32_t has_gene_order;
+  int32_t has_var_names;
+  int32_t has_var_table;
+  int32_t has_obs;
+} dc_dataset_info;
+
+/**
+ * Element type of decoded counts (`DC_INT32` or `DC_FLOAT32`).
+ */
+typedef int32_t dc_dtype;
 
 /**
  * Summary of a tile, filled by `dc_tile_inspect`.
@@ -111,9 +155,24 @@ typedef struct dc_tile_info {
 } dc_tile_info;
 
 /**
- * Element type of decoded counts (`DC_INT32` or `DC_FLOAT32`).
+ * A setting of a writer (`DC_WRITER_*`), for `dc_writer_set`.
  */
-typedef int32_t dc_dtype;
+typedef int32_t dc_writer_param;
+
+/**
+ * Decode threads per call (0 = `DELTACELLS_NUM_THREADS`, else all cores). Default 0.
+ */
+#define DC_DATASET_THREADS 0
+
+/**
+ * Decoded tiles kept in memory between calls (0 disables the cache). Default 2.
+ */
+#define DC_DATASET_TILE_CACHE 1
+
+/**
+ * 1 (default): check each tile's CRC-32 before decoding it; 0: skip the check.
+ */
+#define DC_DATASET_VERIFY_CRC 2
 
 /**
  * Success.
@@ -190,9 +249,222 @@ typedef int32_t dc_dtype;
  */
 #define DC_FLOAT32 1
 
+/**
+ * Cells per tile (>= 1), default 10000. Before the first append.
+ */
+#define DC_WRITER_TILE_SIZE 0
+
+/**
+ * Chunks per tile (1 ..= 65536), default 8. Before the first append.
+ */
+#define DC_WRITER_N_CHUNKS 1
+
+/**
+ * zstd level (zstd's range; 0 = zstd's default), default 19. Before the first append.
+ */
+#define DC_WRITER_ZSTD_LEVEL 2
+
+/**
+ * Encode threads (>= 0; 0 = `DELTACELLS_NUM_THREADS`, else all cores). Any time.
+ */
+#define DC_WRITER_THREADS 3
+
+/**
+ * 0 (default): `DC_ERR_EXISTS` if the target exists; 1: replace an existing dataset at
+ * the target, only when `dc_writer_finish` succeeds. Before finish.
+ */
+#define DC_WRITER_OVERWRITE 4
+
+/**
+ * Tiles (row groups) per obs shard (>= 1), default 1000. Before the first append.
+ */
+#define DC_WRITER_OBS_TILES_PER_FILE 5
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Opens the dataset directory `path` and validates its `manifest.json` (format, version,
+ * and the consistency of every count). Tiles are read on demand.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8), `DC_ERR_NOT_FOUND` (no such
+ * directory, or no manifest.json: an incomplete dataset), `DC_ERR_FORMAT` (bad manifest),
+ * `DC_ERR_UNSUPPORTED` (another format or version), `DC_ERR_IO`.
+ *
+ * # Safety
+ * `path` is a NUL-terminated string; `out` is writable.
+ */
+dc_status dc_dataset_open(const char *path, struct dc_dataset **out);
+
+/**
+ * Releases a dataset handle and everything it owns (strings returned by
+ * `dc_dataset_var_name` become invalid). NULL is a no-op.
+ *
+ * # Safety
+ * `ds` is NULL or a handle from `dc_dataset_open` not yet freed, and no other thread is
+ * using it.
+ */
+void dc_dataset_free(struct dc_dataset *ds);
+
+/**
+ * Sets a parameter of the handle: `DC_DATASET_THREADS` (>= 0), `DC_DATASET_TILE_CACHE`
+ * (>= 0 tiles; shrinking evicts at once), `DC_DATASET_VERIFY_CRC` (0 or 1). Safe to call
+ * while other threads use the handle; calls already running keep their settings.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, unknown parameter, value out of range).
+ *
+ * # Safety
+ * `ds` is a live handle from `dc_dataset_open`.
+ */
+dc_status dc_dataset_set(struct dc_dataset *ds, dc_dataset_param p, int64_t value);
+
+/**
+ * Fills `*out` with the dataset's summary.
+ *
+ * # Safety
+ * `ds` is a live handle; `out` is writable.
+ */
+dc_status dc_dataset_info_get(const struct dc_dataset *ds, struct dc_dataset_info *out);
+
+/**
+ * Tile `tile` holds global cells `[*first_cell, *first_cell + *n_cells)` and `*nnz` stored
+ * nonzeros (from the manifest; nothing is read). Any out-pointer may be NULL if not wanted.
+ *
+ * Errors: `DC_ERR_OUT_OF_RANGE` (tile >= n_tiles).
+ *
+ * # Safety
+ * `ds` is a live handle; the out-pointers are NULL or writable.
+ */
+dc_status dc_dataset_tile_bounds(const struct dc_dataset *ds,
+                                 uint64_t tile,
+                                 uint64_t *first_cell,
+                                 uint64_t *n_cells,
+                                 uint64_t *nnz);
+
+/**
+ * Decodes tile `tile` into caller buffers: `indptr[n_cells + 1]` (offsets local to the
+ * tile, starting at 0), `indices[capacity]` (gene indices, increasing within a cell) and
+ * `values[capacity]` of type `dtype`. On success `*nnz_out` is the tile's nnz. The tile's
+ * header must agree with the manifest (cells, nnz, genes, size).
+ *
+ * Size query: if `capacity` is below the tile's nnz, returns `DC_ERR_BUFFER_TOO_SMALL` with
+ * `*nnz_out` = nnz (`indptr`, `indices`, `values` may then be NULL); see also
+ * `dc_dataset_tile_bounds`.
+ *
+ * Errors: `DC_ERR_OUT_OF_RANGE` (tile), `DC_ERR_NOT_FOUND` (tile file missing),
+ * `DC_ERR_FORMAT`, `DC_ERR_CHECKSUM`, `DC_ERR_UNSUPPORTED`, `DC_ERR_IO`. On error the
+ * buffers hold no meaning.
+ *
+ * # Safety
+ * `ds` is a live handle; `indptr` has room for n_cells + 1 values, `indices` and `values`
+ * for `capacity` elements (of the type `dtype` names); no buffer overlaps another.
+ */
+dc_status dc_dataset_read_tile(struct dc_dataset *ds,
+                               uint64_t tile,
+                               dc_dtype dtype,
+                               int64_t *indptr,
+                               int32_t *indices,
+                               void *values,
+                               uint64_t capacity,
+                               uint64_t *nnz_out);
+
+/**
+ * Stored nonzeros of the cells `cells[0..n]` (repeats count again): the capacity a
+ * `dc_dataset_gather` of the same cells needs. Reads only tile headers and indptrs (no
+ * decompression; cached per tile).
+ *
+ * Errors: `DC_ERR_OUT_OF_RANGE` (a cell >= n_cells; the message names it), and the errors
+ * of reading a tile header.
+ *
+ * # Safety
+ * `ds` is a live handle; `cells` points to `n` values (NULL allowed if n = 0); `nnz_out` is
+ * writable.
+ */
+dc_status dc_dataset_batch_nnz(struct dc_dataset *ds,
+                               const uint64_t *cells,
+                               size_t n,
+                               uint64_t *nnz_out);
+
+/**
+ * Gathers the cells `cells[0..n]` (any order, repeats allowed, across tiles) into CSR: row
+ * i of the result is cell `cells[i]`. Outputs: `indptr[n + 1]` (starting at 0),
+ * `indices[capacity]`, `values[capacity]` of type `dtype`; on success `*nnz_out` is the
+ * result's nnz. The needed tiles are read and decoded in parallel (`DC_DATASET_THREADS`)
+ * and kept in the handle's tile cache.
+ *
+ * Size query: if `capacity` is below the result's nnz, returns `DC_ERR_BUFFER_TOO_SMALL`
+ * with `*nnz_out` = the needed nnz, having decoded nothing (`indptr`, `indices`, `values`
+ * may then be NULL); `dc_dataset_batch_nnz` gives the same number.
+ *
+ * Errors: `DC_ERR_OUT_OF_RANGE` (a cell >= n_cells), and the errors of reading a tile
+ * (`DC_ERR_FORMAT`, `DC_ERR_CHECKSUM`, `DC_ERR_NOT_FOUND`, `DC_ERR_IO`, ...), which name
+ * the tile. On error the buffers hold no meaning.
+ *
+ * # Safety
+ * `ds` is a live handle; `cells` points to `n` values; `indptr` has room for n + 1 values,
+ * `indices` and `values` for `capacity` elements (of the type `dtype` names); no buffer
+ * overlaps another or `cells`.
+ */
+dc_status dc_dataset_gather(struct dc_dataset *ds,
+                            const uint64_t *cells,
+                            size_t n,
+                            dc_dtype dtype,
+                            int64_t *indptr,
+                            int32_t *indices,
+                            void *values,
+                            uint64_t capacity,
+                            uint64_t *nnz_out);
+
+/**
+ * Copies the gene order (`gene_order.npy`) to `out[0..n_genes]`: output column j was
+ * input column `out[j]`. `len` is the room in `out` and must be at least n_genes.
+ *
+ * Errors: `DC_ERR_NOT_FOUND` (the dataset has no gene order), `DC_ERR_BUFFER_TOO_SMALL`
+ * (len < n_genes), `DC_ERR_FORMAT` (the file is missing or not a valid int32 permutation).
+ *
+ * # Safety
+ * `ds` is a live handle; `out` has room for `len` values.
+ */
+dc_status dc_dataset_gene_order(const struct dc_dataset *ds, int32_t *out, size_t len);
+
+/**
+ * The name of output column `gene` (`var_names.txt`), as a NUL-terminated UTF-8 string
+ * owned by the handle (valid until `dc_dataset_free`).
+ *
+ * Errors: `DC_ERR_NOT_FOUND` (the dataset has no gene names), `DC_ERR_OUT_OF_RANGE`
+ * (gene >= n_genes), `DC_ERR_FORMAT` (the file is missing, not UTF-8, has a line count other
+ * than n_genes, or a NUL byte).
+ *
+ * # Safety
+ * `ds` is a live handle; `name_out` is writable.
+ */
+dc_status dc_dataset_var_name(const struct dc_dataset *ds, uint32_t gene, const char **name_out);
+
+/**
+ * The gene table (`var.parquet`) as an Arrow stream. NOT IMPLEMENTED YET in this build:
+ * returns `DC_ERR_NOT_FOUND` if the dataset has no gene table and `DC_ERR_UNSUPPORTED`
+ * otherwise; `*out` is not written.
+ *
+ * # Safety
+ * `ds` is a live handle; `out` is writable.
+ */
+dc_status dc_dataset_var_table(struct dc_dataset *ds, struct ArrowArrayStream *out);
+
+/**
+ * Obs columns (`columns[0..n_columns]`; NULL/0 = all) as an Arrow stream with one record
+ * batch per tile, in cell order. NOT IMPLEMENTED YET in this build: returns
+ * `DC_ERR_NOT_FOUND` if the dataset has no obs and `DC_ERR_UNSUPPORTED` otherwise; `*out` is
+ * not written.
+ *
+ * # Safety
+ * `ds` is a live handle; `columns` is NULL or points to `n_columns` NUL-terminated strings;
+ * `out` is writable.
+ */
+dc_status dc_dataset_obs(struct dc_dataset *ds,
+                         const char *const *columns,
+                         size_t n_columns,
+                         struct ArrowArrayStream *out);
 
 /**
  * Name of a status code, e.g. `"DC_ERR_FORMAT"`; `"DC_UNKNOWN_STATUS"` for a value that
@@ -298,6 +570,124 @@ const char *dc_version(void);
  * header/library mismatch at run time.
  */
 uint32_t dc_abi_version(void);
+
+/**
+ * Starts writing a dataset of `n_genes` columns to the directory `path` (its parent must
+ * exist). Everything is written to a hidden temporary directory next to it,
+ * `.<name>.tmp-<pid>-<random>`, and moved into place by `dc_writer_finish`.
+ *
+ * Whether `path` may already exist is decided by `DC_WRITER_OVERWRITE`, which can be set
+ * after this call: the check is made by the first `dc_writer_append_csr` and again by
+ * `dc_writer_finish` (`DC_ERR_EXISTS`).
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, n_genes not in 1..2^31, a path without
+ * a final name), `DC_ERR_NOT_FOUND` (parent directory), `DC_ERR_IO`.
+ *
+ * # Safety
+ * `path` is a NUL-terminated string; `out` is writable.
+ */
+dc_status dc_writer_create(const char *path, uint32_t n_genes, struct dc_writer **out);
+
+/**
+ * Sets a parameter (see the `DC_WRITER_*` constants for ranges and when each may be set).
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, unknown parameter, value out of range),
+ * `DC_ERR_STATE` (too late: after the first append, or after finish).
+ *
+ * # Safety
+ * `w` is a live writer.
+ */
+dc_status dc_writer_set(struct dc_writer *w, dc_writer_param p, int64_t value);
+
+/**
+ * Sets the gene order, before the first append: output column j = input column
+ * `order[j]`. `order[0..n]` must be a permutation of 0..n_genes (n = n_genes). Written as
+ * `gene_order.npy`; appended rows are remapped and re-sorted.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, n != n_genes, not a permutation; the message
+ * names the entry), `DC_ERR_STATE` (after the first append or finish).
+ *
+ * # Safety
+ * `w` is a live writer; `order` points to `n` values.
+ */
+dc_status dc_writer_set_gene_order(struct dc_writer *w, const int32_t *order, size_t n);
+
+/**
+ * Sets the gene names `names[0..n]` in input column order (n = n_genes); they are written
+ * to `var_names.txt` in output order. Names must be UTF-8 without line breaks. May be
+ * called any time before finish (the last call wins).
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, n != n_genes, bad UTF-8, a line break; the message
+ * names the index), `DC_ERR_STATE` (after finish).
+ *
+ * # Safety
+ * `w` is a live writer; `names` points to `n` NUL-terminated strings.
+ */
+dc_status dc_writer_set_var_names(struct dc_writer *w, const char *const *names, size_t n);
+
+/**
+ * Appends `n_rows` cells (rows) in input column space; any number of rows per call, and
+ * every `DC_WRITER_TILE_SIZE` rows make a tile, encoded in the background. Row r holds the
+ * entries `indptr[r] - indptr[0] .. indptr[r + 1] - indptr[0]` of `indices` (column indices
+ * in 0..n_genes, each at most once per row, in any order) and `values` (counts >= 0;
+ * explicit zeros are dropped). So a block of rows of a larger CSR matrix can be passed
+ * with pointers to its first entry, rebased or not. The call is all or nothing.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad indptr, column out of range or repeated,
+ * negative count; the message names the row), `DC_ERR_EXISTS` (target exists and
+ * overwrite is off), `DC_ERR_LIMIT` (a tile has too many counts or gaps above 65535),
+ * `DC_ERR_STATE` (after finish, or after an earlier encoding error), `DC_ERR_IO`.
+ *
+ * # Safety
+ * `w` is a live writer; `indptr` points to `n_rows + 1` values, `indices` and `values` to
+ * `indptr[n_rows] - indptr[0]` values each (NULL allowed when that is 0).
+ */
+dc_status dc_writer_append_csr(struct dc_writer *w,
+                               uint64_t n_rows,
+                               const int64_t *indptr,
+                               const int32_t *indices,
+                               const int32_t *values);
+
+/**
+ * Appends obs rows (one Arrow record batch per call, matching the rows of the
+ * corresponding `dc_writer_append_csr` call). NOT IMPLEMENTED YET in this build: always
+ * returns `DC_ERR_UNSUPPORTED`. As the contract says of input arrays, `batch` is moved
+ * into the library even then: it is released and marked released; `schema` is only
+ * borrowed.
+ *
+ * # Safety
+ * `w` is a live writer; `batch` is NULL or a valid (possibly released) `struct ArrowArray`;
+ * `schema` is NULL or a valid `struct ArrowSchema`.
+ */
+dc_status dc_writer_append_obs(struct dc_writer *w,
+                               struct ArrowArray *batch,
+                               struct ArrowSchema *schema);
+
+/**
+ * Encodes the remaining rows, waits for every tile, writes `gene_order.npy`,
+ * `var_names.txt` and `manifest.json` (last), syncs, and renames the temporary directory
+ * to the target: the dataset appears complete or not at all. With `DC_WRITER_OVERWRITE`,
+ * an existing dataset at the target is replaced only now (a directory holding anything but
+ * a dataset's files is never replaced).
+ *
+ * Errors: `DC_ERR_EXISTS` (the target exists; nothing is lost and finish may be called
+ * again, e.g. after setting `DC_WRITER_OVERWRITE`), `DC_ERR_LIMIT` / `DC_ERR_IO` (a tile
+ * failed; the writer is then unusable), `DC_ERR_STATE` (already finished or failed).
+ *
+ * # Safety
+ * `w` is a live writer.
+ */
+dc_status dc_writer_finish(struct dc_writer *w);
+
+/**
+ * Releases a writer. Without a successful `dc_writer_finish` the write is abandoned: its
+ * temporary directory is removed and no manifest is left behind (an existing dataset at
+ * the target is untouched). NULL is a no-op.
+ *
+ * # Safety
+ * `w` is NULL or a writer from `dc_writer_create` not yet freed.
+ */
+void dc_writer_free(struct dc_writer *w);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1,10 +1,12 @@
 //! libdeltacells: the native reader and writer of deltacells datasets, with a stable C ABI.
 //!
-//! Core modules (`tile`, ...) know nothing of the C ABI; `ffi` translates between the two.
+//! Core modules (`tile`, `dataset`, ...) know nothing of the C ABI; `ffi` translates between the two.
 
 /// cbindgen:ignore
 #[cfg(feature = "cli")]
 pub mod convert;
+/// cbindgen:ignore
+pub mod dataset;
 /// cbindgen:ignore
 pub mod error;
 pub mod ffi;

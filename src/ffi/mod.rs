@@ -2,10 +2,14 @@
 //! errors to `dc_status`, catches panics, and never computes anything itself.
 #![allow(non_camel_case_types)]
 
+mod dataset;
 mod error;
 mod tile;
 mod version;
+mod writer;
 
+pub use dataset::*;
 pub use error::*;
 pub use tile::*;
 pub use version::*;
+pub use writer::*;

@@ -1,0 +1,65 @@
+//! deltacells datasets: a directory of tiles plus `manifest.json` (format version 2).
+//! `Dataset` reads one (gathers of arbitrary cells, a decoded-tile cache), `DatasetWriter`
+//! streams rows into a new one and publishes it atomically.
+
+pub mod manifest;
+pub mod npy;
+mod reader;
+mod writer;
+
+pub use manifest::{Manifest, DATASET_FORMAT, DATASET_VERSION};
+pub use reader::{Dataset, DatasetInfo, DecodedTile, GatherPlan, DEFAULT_TILE_CACHE};
+pub use writer::{
+    DatasetWriter, WriterOptions, DEFAULT_OBS_TILES_PER_FILE, DEFAULT_TILE_SIZE, MAX_CHUNKS,
+};
+
+/// Names inside a dataset directory.
+pub mod paths {
+    use std::path::Path;
+
+    pub const MANIFEST: &str = "manifest.json";
+    pub const TILES_DIR: &str = "tiles";
+    pub const GENE_ORDER: &str = "gene_order.npy";
+    pub const VAR_NAMES: &str = "var_names.txt";
+    pub const VAR_TABLE: &str = "var.parquet";
+    pub const OBS_DIR: &str = "obs";
+
+    /// Every top-level name a dataset may contain: a directory holding nothing else is one
+    /// the writer may replace when asked to overwrite.
+    pub const LAYOUT: &[&str] = &[
+        MANIFEST, TILES_DIR, GENE_ORDER, VAR_NAMES, VAR_TABLE, OBS_DIR,
+    ];
+
+    /// `tiles/tile_NNNNNN.dct` (zero-padded to 6 digits).
+    pub fn tile_relpath(t: u64) -> String {
+        format!("{TILES_DIR}/tile_{t:06}.dct")
+    }
+
+    /// The writer's temporary directory for target `NAME` is `.NAME.tmp-<pid>-<random>`.
+    pub fn temp_dir_name(target_name: &str, pid: u32, random: u64) -> String {
+        format!(".{target_name}.tmp-{pid}-{random:016x}")
+    }
+
+    /// Whether `path` names a writer's temporary directory (which never opens as a dataset,
+    /// even if a write was killed after its manifest was written).
+    pub fn is_temp_dir_name(path: &Path) -> bool {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            return false;
+        };
+        let Some(rest) = name.strip_prefix('.') else {
+            return false;
+        };
+        let Some((_, tail)) = rest.rsplit_once(".tmp-") else {
+            return false;
+        };
+        let mut parts = tail.split('-');
+        matches!(
+            (parts.next(), parts.next(), parts.next()),
+            (Some(pid), Some(rand), None)
+                if !pid.is_empty()
+                    && pid.bytes().all(|b| b.is_ascii_digit())
+                    && rand.len() == 16
+                    && rand.bytes().all(|b| b.is_ascii_hexdigit())
+        )
+    }
+}

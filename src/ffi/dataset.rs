@@ -1,0 +1,575 @@
+//! §3 of the C API: reading datasets.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use arrow_array::ffi_stream::FFI_ArrowArrayStream;
+
+use crate::dataset::Dataset;
+use crate::error::{Error, ErrorKind, Result};
+
+use super::error::*;
+use super::tile::{check_dtype, dc_dtype, values_out};
+
+/// An open dataset (opaque). Created by `dc_dataset_open`, released by `dc_dataset_free`.
+/// May be used from several threads at once.
+pub struct dc_dataset {
+    inner: Dataset,
+    poisoned: AtomicBool,
+    /// Gene names as C strings, built on first use and owned by the handle.
+    names: OnceLock<std::result::Result<Vec<CString>, Error>>,
+}
+
+/// Summary of a dataset, filled by `dc_dataset_info_get`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct dc_dataset_info {
+    pub n_cells: u64,
+    pub n_genes: u32,
+    /// Dataset format version (2).
+    pub version: u32,
+    pub n_tiles: u64,
+    pub tile_size: u64,
+    /// Sum of the tiles' stored nonzeros.
+    pub nnz: u64,
+    pub has_gene_order: i32,
+    pub has_var_names: i32,
+    pub has_var_table: i32,
+    pub has_obs: i32,
+}
+
+/// A setting of a dataset handle (`DC_DATASET_*`), for `dc_dataset_set`.
+pub type dc_dataset_param = i32;
+/// Decode threads per call (0 = `DELTACELLS_NUM_THREADS`, else all cores). Default 0.
+pub const DC_DATASET_THREADS: dc_dataset_param = 0;
+/// Decoded tiles kept in memory between calls (0 disables the cache). Default 2.
+pub const DC_DATASET_TILE_CACHE: dc_dataset_param = 1;
+/// 1 (default): check each tile's CRC-32 before decoding it; 0: skip the check.
+pub const DC_DATASET_VERIFY_CRC: dc_dataset_param = 2;
+
+/// # Safety
+/// `p` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn str_in<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
+    if p.is_null() {
+        return Err(null_arg(name));
+    }
+    // SAFETY: non-NULL and NUL-terminated per the caller.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| Error::invalid_argument(format!("{name} is not valid UTF-8")))
+}
+
+/// Runs `body` on a live handle: NULL is `DC_ERR_INVALID_ARGUMENT`, a poisoned handle
+/// `DC_ERR_STATE`; an internal error poisons it.
+fn with_dataset(ds: *const dc_dataset, body: impl FnOnce(&dc_dataset) -> Result<()>) -> dc_status {
+    let status = guard(|| {
+        // SAFETY: the caller passes NULL or a live handle from dc_dataset_open.
+        let h = unsafe { ds.as_ref() }.ok_or_else(|| null_arg("ds"))?;
+        if h.poisoned.load(Ordering::Relaxed) {
+            return Err(Error::new(
+                ErrorKind::State,
+                "the dataset handle is unusable after an internal error; free it",
+            ));
+        }
+        body(h)
+    });
+    if status == DC_ERR_INTERNAL {
+        // SAFETY: as above.
+        if let Some(h) = unsafe { ds.as_ref() } {
+            h.poisoned.store(true, Ordering::Relaxed);
+        }
+    }
+    status
+}
+
+fn buffer_too_small(needed: u64, message: String) -> Error {
+    Error::new(ErrorKind::BufferTooSmall { needed }, message)
+}
+
+/// Opens the dataset directory `path` and validates its `manifest.json` (format, version,
+/// and the consistency of every count). Tiles are read on demand.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8), `DC_ERR_NOT_FOUND` (no such
+/// directory, or no manifest.json: an incomplete dataset), `DC_ERR_FORMAT` (bad manifest),
+/// `DC_ERR_UNSUPPORTED` (another format or version), `DC_ERR_IO`.
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_open(
+    path: *const c_char,
+    out: *mut *mut dc_dataset,
+) -> dc_status {
+    guard(|| {
+        if out.is_null() {
+            return Err(null_arg("out"));
+        }
+        // SAFETY: caller guarantees a NUL-terminated string (or NULL, rejected).
+        let path = unsafe { str_in(path, "path")? };
+        let inner = Dataset::open(path)?;
+        let handle = Box::into_raw(Box::new(dc_dataset {
+            inner,
+            poisoned: AtomicBool::new(false),
+            names: OnceLock::new(),
+        }));
+        // SAFETY: checked non-NULL.
+        unsafe { write_out(out, handle) };
+        Ok(())
+    })
+}
+
+/// Releases a dataset handle and everything it owns (strings returned by
+/// `dc_dataset_var_name` become invalid). NULL is a no-op.
+///
+/// # Safety
+/// `ds` is NULL or a handle from `dc_dataset_open` not yet freed, and no other thread is
+/// using it.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_free(ds: *mut dc_dataset) {
+    guard_value((), || {
+        if !ds.is_null() {
+            // SAFETY: a handle from Box::into_raw, released once.
+            drop(unsafe { Box::from_raw(ds) });
+        }
+    })
+}
+
+/// Sets a parameter of the handle: `DC_DATASET_THREADS` (>= 0), `DC_DATASET_TILE_CACHE`
+/// (>= 0 tiles; shrinking evicts at once), `DC_DATASET_VERIFY_CRC` (0 or 1). Safe to call
+/// while other threads use the handle; calls already running keep their settings.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, unknown parameter, value out of range).
+///
+/// # Safety
+/// `ds` is a live handle from `dc_dataset_open`.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_set(
+    ds: *mut dc_dataset,
+    p: dc_dataset_param,
+    value: i64,
+) -> dc_status {
+    with_dataset(ds, |h| {
+        let non_negative = |name: &str| {
+            usize::try_from(value)
+                .map_err(|_| Error::invalid_argument(format!("{name} is {value}, must be >= 0")))
+        };
+        match p {
+            DC_DATASET_THREADS => h.inner.set_threads(non_negative("DC_DATASET_THREADS")?),
+            DC_DATASET_TILE_CACHE => h
+                .inner
+                .set_tile_cache(non_negative("DC_DATASET_TILE_CACHE")?),
+            DC_DATASET_VERIFY_CRC => match value {
+                0 | 1 => h.inner.set_verify_crc(value == 1),
+                _ => {
+                    return Err(Error::invalid_argument(format!(
+                        "DC_DATASET_VERIFY_CRC is {value}, must be 0 or 1"
+                    )))
+                }
+            },
+            _ => {
+                return Err(Error::invalid_argument(format!(
+                    "unknown dc_dataset_param {p}"
+                )))
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Fills `*out` with the dataset's summary.
+///
+/// # Safety
+/// `ds` is a live handle; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_info_get(
+    ds: *const dc_dataset,
+    out: *mut dc_dataset_info,
+) -> dc_status {
+    with_dataset(ds, |h| {
+        if out.is_null() {
+            return Err(null_arg("out"));
+        }
+        let i = h.inner.info();
+        let info = dc_dataset_info {
+            n_cells: i.n_cells,
+            n_genes: i.n_genes,
+            version: i.version,
+            n_tiles: i.n_tiles,
+            tile_size: i.tile_size,
+            nnz: i.nnz,
+            has_gene_order: i.has_gene_order as i32,
+            has_var_names: i.has_var_names as i32,
+            has_var_table: i.has_var_table as i32,
+            has_obs: i.has_obs as i32,
+        };
+        // SAFETY: checked non-NULL; the caller guarantees it is writable.
+        unsafe { write_out(out, info) };
+        Ok(())
+    })
+}
+
+/// Tile `tile` holds global cells `[*first_cell, *first_cell + *n_cells)` and `*nnz` stored
+/// nonzeros (from the manifest; nothing is read). Any out-pointer may be NULL if not wanted.
+///
+/// Errors: `DC_ERR_OUT_OF_RANGE` (tile >= n_tiles).
+///
+/// # Safety
+/// `ds` is a live handle; the out-pointers are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_tile_bounds(
+    ds: *const dc_dataset,
+    tile: u64,
+    first_cell: *mut u64,
+    n_cells: *mut u64,
+    nnz: *mut u64,
+) -> dc_status {
+    with_dataset(ds, |h| {
+        let (f, c, z) = h.inner.tile_bounds(tile)?;
+        for (p, v) in [(first_cell, f), (n_cells, c), (nnz, z)] {
+            if !p.is_null() {
+                // SAFETY: non-NULL and writable per the caller.
+                unsafe { write_out(p, v) };
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Decodes tile `tile` into caller buffers: `indptr[n_cells + 1]` (offsets local to the
+/// tile, starting at 0), `indices[capacity]` (gene indices, increasing within a cell) and
+/// `values[capacity]` of type `dtype`. On success `*nnz_out` is the tile's nnz. The tile's
+/// header must agree with the manifest (cells, nnz, genes, size).
+///
+/// Size query: if `capacity` is below the tile's nnz, returns `DC_ERR_BUFFER_TOO_SMALL` with
+/// `*nnz_out` = nnz (`indptr`, `indices`, `values` may then be NULL); see also
+/// `dc_dataset_tile_bounds`.
+///
+/// Errors: `DC_ERR_OUT_OF_RANGE` (tile), `DC_ERR_NOT_FOUND` (tile file missing),
+/// `DC_ERR_FORMAT`, `DC_ERR_CHECKSUM`, `DC_ERR_UNSUPPORTED`, `DC_ERR_IO`. On error the
+/// buffers hold no meaning.
+///
+/// # Safety
+/// `ds` is a live handle; `indptr` has room for n_cells + 1 values, `indices` and `values`
+/// for `capacity` elements (of the type `dtype` names); no buffer overlaps another.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_read_tile(
+    ds: *mut dc_dataset,
+    tile: u64,
+    dtype: dc_dtype,
+    indptr: *mut i64,
+    indices: *mut i32,
+    values: *mut c_void,
+    capacity: u64,
+    nnz_out: *mut u64,
+) -> dc_status {
+    with_dataset(ds, |h| {
+        if nnz_out.is_null() {
+            return Err(null_arg("nnz_out"));
+        }
+        check_dtype(dtype)?;
+        let (_, cells, nnz) = h.inner.tile_bounds(tile)?;
+        if capacity < nnz {
+            // SAFETY: checked non-NULL.
+            unsafe { write_out(nnz_out, nnz) };
+            return Err(buffer_too_small(
+                nnz,
+                format!("tile {tile}: capacity {capacity} is below the tile's {nnz} nonzeros"),
+            ));
+        }
+        if indptr.is_null() {
+            return Err(null_arg("indptr"));
+        }
+        // SAFETY: the caller provides n_cells + 1 indptr entries and capacity >= nnz
+        // indices and values, none overlapping.
+        let (indptr, indices, values) = unsafe {
+            (
+                slice_out(indptr, cells + 1, "indptr")?,
+                slice_out(indices, nnz, "indices")?,
+                values_out(dtype, values, nnz)?,
+            )
+        };
+        let got = h.inner.read_tile(tile, indptr, indices, values)?;
+        // SAFETY: checked non-NULL.
+        unsafe { write_out(nnz_out, got) };
+        Ok(())
+    })
+}
+
+/// Stored nonzeros of the cells `cells[0..n]` (repeats count again): the capacity a
+/// `dc_dataset_gather` of the same cells needs. Reads only tile headers and indptrs (no
+/// decompression; cached per tile).
+///
+/// Errors: `DC_ERR_OUT_OF_RANGE` (a cell >= n_cells; the message names it), and the errors
+/// of reading a tile header.
+///
+/// # Safety
+/// `ds` is a live handle; `cells` points to `n` values (NULL allowed if n = 0); `nnz_out` is
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_batch_nnz(
+    ds: *mut dc_dataset,
+    cells: *const u64,
+    n: usize,
+    nnz_out: *mut u64,
+) -> dc_status {
+    with_dataset(ds, |h| {
+        if nnz_out.is_null() {
+            return Err(null_arg("nnz_out"));
+        }
+        // SAFETY: the caller provides n cells.
+        let cells = unsafe { slice_in(cells, n as u64, "cells")? };
+        let nnz = h.inner.batch_nnz(cells)?;
+        // SAFETY: checked non-NULL.
+        unsafe { write_out(nnz_out, nnz) };
+        Ok(())
+    })
+}
+
+/// Gathers the cells `cells[0..n]` (any order, repeats allowed, across tiles) into CSR: row
+/// i of the result is cell `cells[i]`. Outputs: `indptr[n + 1]` (starting at 0),
+/// `indices[capacity]`, `values[capacity]` of type `dtype`; on success `*nnz_out` is the
+/// result's nnz. The needed tiles are read and decoded in parallel (`DC_DATASET_THREADS`)
+/// and kept in the handle's tile cache.
+///
+/// Size query: if `capacity` is below the result's nnz, returns `DC_ERR_BUFFER_TOO_SMALL`
+/// with `*nnz_out` = the needed nnz, having decoded nothing (`indptr`, `indices`, `values`
+/// may then be NULL); `dc_dataset_batch_nnz` gives the same number.
+///
+/// Errors: `DC_ERR_OUT_OF_RANGE` (a cell >= n_cells), and the errors of reading a tile
+/// (`DC_ERR_FORMAT`, `DC_ERR_CHECKSUM`, `DC_ERR_NOT_FOUND`, `DC_ERR_IO`, ...), which name
+/// the tile. On error the buffers hold no meaning.
+///
+/// # Safety
+/// `ds` is a live handle; `cells` points to `n` values; `indptr` has room for n + 1 values,
+/// `indices` and `values` for `capacity` elements (of the type `dtype` names); no buffer
+/// overlaps another or `cells`.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_gather(
+    ds: *mut dc_dataset,
+    cells: *const u64,
+    n: usize,
+    dtype: dc_dtype,
+    indptr: *mut i64,
+    indices: *mut i32,
+    values: *mut c_void,
+    capacity: u64,
+    nnz_out: *mut u64,
+) -> dc_status {
+    with_dataset(ds, |h| {
+        if nnz_out.is_null() {
+            return Err(null_arg("nnz_out"));
+        }
+        check_dtype(dtype)?;
+        // SAFETY: the caller provides n cells.
+        let cells = unsafe { slice_in(cells, n as u64, "cells")? };
+        let plan = h.inner.plan_gather(cells)?;
+        let nnz = plan.nnz();
+        if capacity < nnz {
+            // SAFETY: checked non-NULL.
+            unsafe { write_out(nnz_out, nnz) };
+            return Err(buffer_too_small(
+                nnz,
+                format!(
+                    "capacity {capacity} is below the {nnz} nonzeros of the {n} requested cells"
+                ),
+            ));
+        }
+        if indptr.is_null() {
+            return Err(null_arg("indptr"));
+        }
+        // SAFETY: the caller provides n + 1 indptr entries and capacity >= nnz indices and
+        // values, none overlapping each other or `cells`.
+        let (indptr, indices, values) = unsafe {
+            (
+                slice_out(indptr, n as u64 + 1, "indptr")?,
+                slice_out(indices, nnz, "indices")?,
+                values_out(dtype, values, nnz)?,
+            )
+        };
+        let got = h.inner.gather_planned(&plan, indptr, indices, values)?;
+        // SAFETY: checked non-NULL.
+        unsafe { write_out(nnz_out, got) };
+        Ok(())
+    })
+}
+
+/// Copies the gene order (`gene_order.npy`) to `out[0..n_genes]`: output column j was
+/// input column `out[j]`. `len` is the room in `out` and must be at least n_genes.
+///
+/// Errors: `DC_ERR_NOT_FOUND` (the dataset has no gene order), `DC_ERR_BUFFER_TOO_SMALL`
+/// (len < n_genes), `DC_ERR_FORMAT` (the file is missing or not a valid int32 permutation).
+///
+/// # Safety
+/// `ds` is a live handle; `out` has room for `len` values.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_gene_order(
+    ds: *const dc_dataset,
+    out: *mut i32,
+    len: usize,
+) -> dc_status {
+    with_dataset(ds, |h| {
+        let order = h.inner.gene_order()?;
+        if len < order.len() {
+            return Err(buffer_too_small(
+                order.len() as u64,
+                format!("len {len} is below n_genes = {}", order.len()),
+            ));
+        }
+        if out.is_null() {
+            return Err(null_arg("out"));
+        }
+        // SAFETY: the caller provides len >= n_genes writable values.
+        let out = unsafe { slice_out(out, order.len() as u64, "out")? };
+        out.copy_from_slice(order);
+        Ok(())
+    })
+}
+
+/// The name of output column `gene` (`var_names.txt`), as a NUL-terminated UTF-8 string
+/// owned by the handle (valid until `dc_dataset_free`).
+///
+/// Errors: `DC_ERR_NOT_FOUND` (the dataset has no gene names), `DC_ERR_OUT_OF_RANGE`
+/// (gene >= n_genes), `DC_ERR_FORMAT` (the file is missing, not UTF-8, has a line count other
+/// than n_genes, or a NUL byte).
+///
+/// # Safety
+/// `ds` is a live handle; `name_out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_var_name(
+    ds: *const dc_dataset,
+    gene: u32,
+    name_out: *mut *const c_char,
+) -> dc_status {
+    with_dataset(ds, |h| {
+        if name_out.is_null() {
+            return Err(null_arg("name_out"));
+        }
+        let names = h
+            .names
+            .get_or_init(|| {
+                let names = h.inner.var_names()?;
+                names
+                    .iter()
+                    .enumerate()
+                    .map(|(j, s)| {
+                        CString::new(s.as_str()).map_err(|_| {
+                            Error::format(format!(
+                                "{}: line {} contains a NUL byte",
+                                h.inner.root().join("var_names.txt").display(),
+                                j + 1
+                            ))
+                        })
+                    })
+                    .collect()
+            })
+            .as_ref()
+            .map_err(Clone::clone)?;
+        let name = names.get(gene as usize).ok_or_else(|| {
+            Error::new(
+                ErrorKind::OutOfRange,
+                format!(
+                    "gene {gene} is out of range: the dataset has n_genes = {}",
+                    names.len()
+                ),
+            )
+        })?;
+        // SAFETY: checked non-NULL; the string lives as long as the handle.
+        unsafe { write_out(name_out, name.as_ptr()) };
+        Ok(())
+    })
+}
+
+/// The gene table (`var.parquet`) as an Arrow stream. NOT IMPLEMENTED YET in this build:
+/// returns `DC_ERR_NOT_FOUND` if the dataset has no gene table and `DC_ERR_UNSUPPORTED`
+/// otherwise; `*out` is not written.
+///
+/// # Safety
+/// `ds` is a live handle; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_var_table(
+    ds: *mut dc_dataset,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    with_dataset(ds, |h| {
+        if out.is_null() {
+            return Err(null_arg("out"));
+        }
+        if !h.inner.info().has_var_table {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "{}: the dataset has no gene table (has_var_table is false)",
+                    h.inner.root().display()
+                ),
+            ));
+        }
+        Err(Error::unsupported(
+            "dc_dataset_var_table: reading var.parquet is not implemented yet in this build",
+        ))
+    })
+}
+
+/// Obs columns (`columns[0..n_columns]`; NULL/0 = all) as an Arrow stream with one record
+/// batch per tile, in cell order. NOT IMPLEMENTED YET in this build: returns
+/// `DC_ERR_NOT_FOUND` if the dataset has no obs and `DC_ERR_UNSUPPORTED` otherwise; `*out` is
+/// not written.
+///
+/// # Safety
+/// `ds` is a live handle; `columns` is NULL or points to `n_columns` NUL-terminated strings;
+/// `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_obs(
+    ds: *mut dc_dataset,
+    columns: *const *const c_char,
+    n_columns: usize,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    let _ = (columns, n_columns);
+    with_dataset(ds, |h| {
+        if out.is_null() {
+            return Err(null_arg("out"));
+        }
+        if !h.inner.info().has_obs {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "{}: the dataset has no obs (has_obs is false)",
+                    h.inner.root().display()
+                ),
+            ));
+        }
+        Err(Error::unsupported(
+            "dc_dataset_obs: reading obs is not implemented yet in this build",
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::{DatasetWriter, WriterOptions};
+
+    #[test]
+    fn a_caught_panic_poisons_the_handle() {
+        let dir = std::env::temp_dir().join(format!("deltacells-poison-ds-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ds");
+        let mut w = DatasetWriter::create(&path, 3, WriterOptions::default()).unwrap();
+        w.append_csr(1, &[0, 1], &[2], &[5]).unwrap();
+        w.finish().unwrap();
+        let c = CString::new(path.to_str().unwrap()).unwrap();
+        let mut ds: *mut dc_dataset = std::ptr::null_mut();
+        // SAFETY: valid string and out-pointer.
+        assert_eq!(unsafe { dc_dataset_open(c.as_ptr(), &mut ds) }, DC_OK);
+        assert_eq!(with_dataset(ds, |_| panic!("boom")), DC_ERR_INTERNAL);
+        let mut info = dc_dataset_info::default();
+        // SAFETY: live handle, writable out.
+        assert_eq!(unsafe { dc_dataset_info_get(ds, &mut info) }, DC_ERR_STATE);
+        assert_eq!(info.n_cells, 0, "not written on error");
+        // SAFETY: live handle, freed once.
+        unsafe { dc_dataset_free(ds) };
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

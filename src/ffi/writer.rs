@@ -1,0 +1,338 @@
+//! §4 of the C API: writing datasets.
+
+use std::ffi::c_char;
+
+use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
+
+use crate::dataset::{DatasetWriter, WriterOptions, MAX_CHUNKS};
+use crate::error::{Error, ErrorKind, Result};
+
+use super::dataset::str_in;
+use super::error::*;
+
+/// A dataset being written (opaque). Created by `dc_writer_create`, released by
+/// `dc_writer_free`. Must not be used from several threads at once.
+pub struct dc_writer {
+    inner: DatasetWriter,
+    poisoned: bool,
+}
+
+/// A setting of a writer (`DC_WRITER_*`), for `dc_writer_set`.
+pub type dc_writer_param = i32;
+/// Cells per tile (>= 1), default 10000. Before the first append.
+pub const DC_WRITER_TILE_SIZE: dc_writer_param = 0;
+/// Chunks per tile (1 ..= 65536), default 8. Before the first append.
+pub const DC_WRITER_N_CHUNKS: dc_writer_param = 1;
+/// zstd level (zstd's range; 0 = zstd's default), default 19. Before the first append.
+pub const DC_WRITER_ZSTD_LEVEL: dc_writer_param = 2;
+/// Encode threads (>= 0; 0 = `DELTACELLS_NUM_THREADS`, else all cores). Any time.
+pub const DC_WRITER_THREADS: dc_writer_param = 3;
+/// 0 (default): `DC_ERR_EXISTS` if the target exists; 1: replace an existing dataset at
+/// the target, only when `dc_writer_finish` succeeds. Before finish.
+pub const DC_WRITER_OVERWRITE: dc_writer_param = 4;
+/// Tiles (row groups) per obs shard (>= 1), default 1000. Before the first append.
+pub const DC_WRITER_OBS_TILES_PER_FILE: dc_writer_param = 5;
+
+/// Runs `body` on a live writer: NULL is `DC_ERR_INVALID_ARGUMENT`, a poisoned writer
+/// `DC_ERR_STATE`; an internal error poisons it.
+fn with_writer(
+    w: *mut dc_writer,
+    body: impl FnOnce(&mut DatasetWriter) -> Result<()>,
+) -> dc_status {
+    let status = guard(|| {
+        // SAFETY: the caller passes NULL or a live handle from dc_writer_create, used by
+        // one thread at a time.
+        let h = unsafe { w.as_mut() }.ok_or_else(|| null_arg("w"))?;
+        if h.poisoned {
+            return Err(Error::new(
+                ErrorKind::State,
+                "the writer is unusable after an internal error; free it",
+            ));
+        }
+        body(&mut h.inner)
+    });
+    if status == DC_ERR_INTERNAL {
+        // SAFETY: as above.
+        if let Some(h) = unsafe { w.as_mut() } {
+            h.poisoned = true;
+        }
+    }
+    status
+}
+
+/// Starts writing a dataset of `n_genes` columns to the directory `path` (its parent must
+/// exist). Everything is written to a hidden temporary directory next to it,
+/// `.<name>.tmp-<pid>-<random>`, and moved into place by `dc_writer_finish`.
+///
+/// Whether `path` may already exist is decided by `DC_WRITER_OVERWRITE`, which can be set
+/// after this call: the check is made by the first `dc_writer_append_csr` and again by
+/// `dc_writer_finish` (`DC_ERR_EXISTS`).
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, n_genes not in 1..2^31, a path without
+/// a final name), `DC_ERR_NOT_FOUND` (parent directory), `DC_ERR_IO`.
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_writer_create(
+    path: *const c_char,
+    n_genes: u32,
+    out: *mut *mut dc_writer,
+) -> dc_status {
+    guard(|| {
+        if out.is_null() {
+            return Err(null_arg("out"));
+        }
+        // SAFETY: caller guarantees a NUL-terminated string (or NULL, rejected).
+        let path = unsafe { str_in(path, "path")? };
+        let inner = DatasetWriter::create_deferred(path, n_genes, WriterOptions::default())?;
+        let handle = Box::into_raw(Box::new(dc_writer {
+            inner,
+            poisoned: false,
+        }));
+        // SAFETY: checked non-NULL.
+        unsafe { write_out(out, handle) };
+        Ok(())
+    })
+}
+
+/// Sets a parameter (see the `DC_WRITER_*` constants for ranges and when each may be set).
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, unknown parameter, value out of range),
+/// `DC_ERR_STATE` (too late: after the first append, or after finish).
+///
+/// # Safety
+/// `w` is a live writer.
+#[no_mangle]
+pub unsafe extern "C" fn dc_writer_set(
+    w: *mut dc_writer,
+    p: dc_writer_param,
+    value: i64,
+) -> dc_status {
+    with_writer(w, |w| {
+        let range = |name: &str, lo: i64, hi: i64| {
+            if (lo..=hi).contains(&value) {
+                Ok(value)
+            } else {
+                Err(Error::invalid_argument(format!(
+                    "{name} is {value}, must be in {lo}..={hi}"
+                )))
+            }
+        };
+        match p {
+            DC_WRITER_TILE_SIZE => {
+                w.set_tile_size(range("DC_WRITER_TILE_SIZE", 1, i64::MAX)? as u64)
+            }
+            DC_WRITER_N_CHUNKS => {
+                w.set_n_chunks(range("DC_WRITER_N_CHUNKS", 1, MAX_CHUNKS as i64)? as u32)
+            }
+            DC_WRITER_ZSTD_LEVEL => {
+                w.set_zstd_level(
+                    range("DC_WRITER_ZSTD_LEVEL", i32::MIN as i64, i32::MAX as i64)? as i32,
+                )
+            }
+            DC_WRITER_THREADS => w.set_threads(range("DC_WRITER_THREADS", 0, i64::MAX)? as usize),
+            DC_WRITER_OVERWRITE => w.set_overwrite(range("DC_WRITER_OVERWRITE", 0, 1)? == 1),
+            DC_WRITER_OBS_TILES_PER_FILE => {
+                w.set_obs_tiles_per_file(range("DC_WRITER_OBS_TILES_PER_FILE", 1, i64::MAX)? as u64)
+            }
+            _ => Err(Error::invalid_argument(format!(
+                "unknown dc_writer_param {p}"
+            ))),
+        }
+    })
+}
+
+/// Sets the gene order, before the first append: output column j = input column
+/// `order[j]`. `order[0..n]` must be a permutation of 0..n_genes (n = n_genes). Written as
+/// `gene_order.npy`; appended rows are remapped and re-sorted.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, n != n_genes, not a permutation; the message
+/// names the entry), `DC_ERR_STATE` (after the first append or finish).
+///
+/// # Safety
+/// `w` is a live writer; `order` points to `n` values.
+#[no_mangle]
+pub unsafe extern "C" fn dc_writer_set_gene_order(
+    w: *mut dc_writer,
+    order: *const i32,
+    n: usize,
+) -> dc_status {
+    with_writer(w, |w| {
+        if order.is_null() {
+            return Err(null_arg("order"));
+        }
+        // SAFETY: the caller provides n values.
+        let order = unsafe { slice_in(order, n as u64, "order")? };
+        w.set_gene_order(order)
+    })
+}
+
+/// Sets the gene names `names[0..n]` in input column order (n = n_genes); they are written
+/// to `var_names.txt` in output order. Names must be UTF-8 without line breaks. May be
+/// called any time before finish (the last call wins).
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, n != n_genes, bad UTF-8, a line break; the message
+/// names the index), `DC_ERR_STATE` (after finish).
+///
+/// # Safety
+/// `w` is a live writer; `names` points to `n` NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn dc_writer_set_var_names(
+    w: *mut dc_writer,
+    names: *const *const c_char,
+    n: usize,
+) -> dc_status {
+    with_writer(w, |w| {
+        if names.is_null() {
+            return Err(null_arg("names"));
+        }
+        // SAFETY: the caller provides n string pointers.
+        let ptrs = unsafe { slice_in(names, n as u64, "names")? };
+        let names = ptrs
+            .iter()
+            .enumerate()
+            // SAFETY: each pointer is NULL (rejected) or a NUL-terminated string.
+            .map(|(i, &p)| unsafe { str_in(p, &format!("names[{i}]")) })
+            .collect::<Result<Vec<&str>>>()?;
+        w.set_var_names(&names)
+    })
+}
+
+/// Appends `n_rows` cells (rows) in input column space; any number of rows per call, and
+/// every `DC_WRITER_TILE_SIZE` rows make a tile, encoded in the background. Row r holds the
+/// entries `indptr[r] - indptr[0] .. indptr[r + 1] - indptr[0]` of `indices` (column indices
+/// in 0..n_genes, each at most once per row, in any order) and `values` (counts >= 0;
+/// explicit zeros are dropped). So a block of rows of a larger CSR matrix can be passed
+/// with pointers to its first entry, rebased or not. The call is all or nothing.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad indptr, column out of range or repeated,
+/// negative count; the message names the row), `DC_ERR_EXISTS` (target exists and
+/// overwrite is off), `DC_ERR_LIMIT` (a tile has too many counts or gaps above 65535),
+/// `DC_ERR_STATE` (after finish, or after an earlier encoding error), `DC_ERR_IO`.
+///
+/// # Safety
+/// `w` is a live writer; `indptr` points to `n_rows + 1` values, `indices` and `values` to
+/// `indptr[n_rows] - indptr[0]` values each (NULL allowed when that is 0).
+#[no_mangle]
+pub unsafe extern "C" fn dc_writer_append_csr(
+    w: *mut dc_writer,
+    n_rows: u64,
+    indptr: *const i64,
+    indices: *const i32,
+    values: *const i32,
+) -> dc_status {
+    with_writer(w, |w| {
+        if indptr.is_null() {
+            return Err(null_arg("indptr"));
+        }
+        let rows = n_rows
+            .checked_add(1)
+            .ok_or_else(|| Error::invalid_argument("n_rows is too large"))?;
+        // SAFETY: the caller provides n_rows + 1 indptr values.
+        let indptr = unsafe { slice_in(indptr, rows, "indptr")? };
+        let (first, last) = (indptr[0], indptr[n_rows as usize]);
+        if first < 0 || last < first {
+            return Err(Error::invalid_argument(format!(
+                "append_csr: indptr runs from {first} to {last}; it must start >= 0 and not decrease"
+            )));
+        }
+        let total = (last - first) as u64;
+        // SAFETY: the caller provides indptr[n_rows] - indptr[0] indices and values.
+        let (indices, values) = unsafe {
+            (
+                slice_in(indices, total, "indices")?,
+                slice_in(values, total, "values")?,
+            )
+        };
+        w.append_csr(n_rows, indptr, indices, values)
+    })
+}
+
+/// Appends obs rows (one Arrow record batch per call, matching the rows of the
+/// corresponding `dc_writer_append_csr` call). NOT IMPLEMENTED YET in this build: always
+/// returns `DC_ERR_UNSUPPORTED`. As the contract says of input arrays, `batch` is moved
+/// into the library even then: it is released and marked released; `schema` is only
+/// borrowed.
+///
+/// # Safety
+/// `w` is a live writer; `batch` is NULL or a valid (possibly released) `struct ArrowArray`;
+/// `schema` is NULL or a valid `struct ArrowSchema`.
+#[no_mangle]
+pub unsafe extern "C" fn dc_writer_append_obs(
+    w: *mut dc_writer,
+    batch: *mut FFI_ArrowArray,
+    schema: *mut FFI_ArrowSchema,
+) -> dc_status {
+    let _ = schema;
+    guard(|| {
+        if !batch.is_null() {
+            // SAFETY: a valid ArrowArray per the caller; replacing it with an empty
+            // (released) one and dropping the original calls its release callback once.
+            drop(unsafe { std::ptr::replace(batch, FFI_ArrowArray::empty()) });
+        }
+        Ok(())
+    });
+    with_writer(w, |_| {
+        Err(Error::unsupported(
+            "dc_writer_append_obs: writing obs is not implemented yet in this build",
+        ))
+    })
+}
+
+/// Encodes the remaining rows, waits for every tile, writes `gene_order.npy`,
+/// `var_names.txt` and `manifest.json` (last), syncs, and renames the temporary directory
+/// to the target: the dataset appears complete or not at all. With `DC_WRITER_OVERWRITE`,
+/// an existing dataset at the target is replaced only now (a directory holding anything but
+/// a dataset's files is never replaced).
+///
+/// Errors: `DC_ERR_EXISTS` (the target exists; nothing is lost and finish may be called
+/// again, e.g. after setting `DC_WRITER_OVERWRITE`), `DC_ERR_LIMIT` / `DC_ERR_IO` (a tile
+/// failed; the writer is then unusable), `DC_ERR_STATE` (already finished or failed).
+///
+/// # Safety
+/// `w` is a live writer.
+#[no_mangle]
+pub unsafe extern "C" fn dc_writer_finish(w: *mut dc_writer) -> dc_status {
+    with_writer(w, |w| w.finish())
+}
+
+/// Releases a writer. Without a successful `dc_writer_finish` the write is abandoned: its
+/// temporary directory is removed and no manifest is left behind (an existing dataset at
+/// the target is untouched). NULL is a no-op.
+///
+/// # Safety
+/// `w` is NULL or a writer from `dc_writer_create` not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn dc_writer_free(w: *mut dc_writer) {
+    guard_value((), || {
+        if !w.is_null() {
+            // SAFETY: a handle from Box::into_raw, released once.
+            drop(unsafe { Box::from_raw(w) });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+
+    #[test]
+    fn a_caught_panic_poisons_the_writer() {
+        let dir = std::env::temp_dir().join(format!("deltacells-poison-w-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = CString::new(dir.join("ds").to_str().unwrap()).unwrap();
+        let mut w: *mut dc_writer = std::ptr::null_mut();
+        // SAFETY: valid string and out-pointer.
+        assert_eq!(unsafe { dc_writer_create(c.as_ptr(), 3, &mut w) }, DC_OK);
+        assert_eq!(with_writer(w, |_| panic!("boom")), DC_ERR_INTERNAL);
+        // SAFETY: live writer.
+        assert_eq!(unsafe { dc_writer_finish(w) }, DC_ERR_STATE);
+        // SAFETY: live writer, freed once; the abandoned write is cleaned up.
+        unsafe { dc_writer_free(w) };
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
