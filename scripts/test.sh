@@ -26,4 +26,4 @@ cargo test --all-features
 echo "== C tests (ctest: shared, static, valgrind)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2
-ctest --test-dir build --output-on-failure
+(cd build && ctest --output-on-failure)

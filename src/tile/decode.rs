@@ -191,6 +191,35 @@ fn decompress_exact(
     }
 }
 
+/// Gene indices strictly increase within a cell: a gap of 0 is allowed only as a cell's
+/// first (its first gene may be gene 0).
+fn check_gaps_increase(
+    c: usize,
+    e: &ChunkEntry,
+    bounds: &[i64],
+    lo: &[u8],
+    hi: &[u8],
+) -> Result<()> {
+    let base = e.nnz_lo as i64;
+    let mut k = 0usize; // cell (index into bounds) holding the zero gap
+    let mut from = 0;
+    while let Some(p) = kernels::find_zero_u16(lo, hi, from) {
+        while bounds[k + 1] - base <= p as i64 {
+            k += 1;
+        }
+        if bounds[k] - base != p as i64 {
+            return Err(Error::format(format!(
+                "chunk {c}: gaps frame at byte {}: cell {}: gap 0 at nonzero {} repeats a gene (indices must strictly increase)",
+                e.gaps.off,
+                e.cell_lo as usize + k,
+                e.nnz_lo as usize + p
+            )));
+        }
+        from = p + 1;
+    }
+    Ok(())
+}
+
 fn decode_chunk(
     tile: &Tile<'_>,
     c: usize,
@@ -227,6 +256,7 @@ fn decode_chunk(
             e.cell_lo as usize + k
         )));
     }
+    check_gaps_increase(c, e, bounds, lo, hi)?;
     if e.gexc.len > 0 {
         let exc = read_exceptions(&mut s.dctx, tile, c, StreamKind::Gexc, e, &mut s.exceptions)?;
         apply_gap_exceptions(c, e, indptr, lo, hi, &exc, indices, n_genes)?;
@@ -243,6 +273,13 @@ fn decode_chunk(
         2 * n,
     )?;
     let (lo, hi) = s.planes.split_at(n);
+    if let Some(p) = kernels::find_zero_u16(lo, hi, 0) {
+        return Err(Error::format(format!(
+            "chunk {c}: vals frame at byte {}: count 0 at nonzero {} (zeros are never stored)",
+            e.vals.off,
+            e.nnz_lo as usize + p
+        )));
+    }
     match &mut values {
         ValuesOut::I32(v) => kernels::planes_to_i32(v, lo, hi, stream),
         ValuesOut::F32(v) => kernels::planes_to_f32(v, lo, hi, stream),

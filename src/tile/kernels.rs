@@ -137,6 +137,32 @@ pub fn planes_to_f32(out: &mut [f32], lo: &[u8], hi: &[u8], stream: bool) {
     }
 }
 
+/// The first position `>= from` whose uint16 (`lo[i] | hi[i] << 8`) is 0, if any. Zeros are
+/// rare in valid streams (a count is never 0; a gap is 0 only as a cell's first gene), so
+/// this is a fast scan: 16 positions per step.
+pub fn find_zero_u16(lo: &[u8], hi: &[u8], from: usize) -> Option<usize> {
+    let n = lo.len().min(hi.len());
+    let mut i = from.min(n);
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: each step reads lo/hi[i..i + 16] with i + 16 <= n (SSE2 baseline).
+        unsafe {
+            let zero = _mm_setzero_si128();
+            while i + 16 <= n {
+                let l = _mm_loadu_si128(lo.as_ptr().add(i).cast());
+                let h = _mm_loadu_si128(hi.as_ptr().add(i).cast());
+                let mask = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_or_si128(l, h), zero));
+                if mask != 0 {
+                    return Some(i + mask.trailing_zeros() as usize);
+                }
+                i += 16;
+            }
+        }
+    }
+    (i..n).find(|&j| lo[j] | hi[j] == 0)
+}
+
 /// Orders streaming stores before whatever signals the work done (they are weakly ordered).
 #[inline]
 pub fn store_fence() {
@@ -380,6 +406,21 @@ mod tests {
         if smaller_before {
             let e = prefix_sum_cells(&mut out, &lo, &hi, &bounds, base, limit, false).unwrap_err();
             assert_eq!(e, (k, limit));
+        }
+    }
+
+    #[test]
+    fn finds_zero_values_anywhere() {
+        for n in [0usize, 1, 15, 16, 17, 40] {
+            let (lo, hi) = planes(&vec![0x0100u16; n]);
+            assert_eq!(find_zero_u16(&lo, &hi, 0), None);
+            for z in 0..n {
+                let mut v = vec![0x0100u16; n];
+                v[z] = 0;
+                let (lo, hi) = planes(&v);
+                assert_eq!(find_zero_u16(&lo, &hi, 0), Some(z));
+                assert_eq!(find_zero_u16(&lo, &hi, z + 1), None);
+            }
         }
     }
 
