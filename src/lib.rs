@@ -3,6 +3,8 @@
 //! Core modules (`tile`, ...) know nothing of the C ABI; `ffi` translates between the two.
 
 /// cbindgen:ignore
+pub mod chromdata;
+/// cbindgen:ignore
 pub mod error;
 pub mod ffi;
 /// cbindgen:ignore
