@@ -2,10 +2,13 @@
 //! errors to `dc_status`, catches panics, and never computes anything itself.
 #![allow(non_camel_case_types)]
 
+mod arrow;
+mod chromdata;
 mod error;
 mod tile;
 mod version;
 
+pub use chromdata::*;
 pub use error::*;
 pub use tile::*;
 pub use version::*;
