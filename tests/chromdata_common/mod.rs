@@ -26,7 +26,8 @@ pub fn stores() -> Option<&'static Path> {
             );
             return None;
         }
-        let dir = std::env::temp_dir().join(format!("deltacells-chromdata-{}", std::process::id()));
+        // target/tmp, one directory per test binary: regenerated on every run, never leaked.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(concat!("chromdata-", env!("CARGO_CRATE_NAME")));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/chromdata/make_stores.py");
