@@ -87,6 +87,11 @@ struct ArrowArrayStream {
 #define DC_ABI_VERSION 1
 
 /**
+ * An open ChromData store (opaque). May be used from several threads at once.
+ */
+typedef struct dc_chromdata dc_chromdata;
+
+/**
  * An open dataset (opaque). Created by `dc_dataset_open`, released by `dc_dataset_free`.
  * May be used from several threads at once.
  */
@@ -102,6 +107,34 @@ typedef struct dc_writer dc_writer;
  * Result of every fallible call (a C `int32_t`; the `DC_OK` / `DC_ERR_*` constants).
  */
 typedef int32_t dc_status;
+
+/**
+ * Spot-table layout of a store (`DC_LAYOUT_*`).
+ */
+typedef int32_t dc_layout;
+
+/**
+ * Version, layout and counts of a store, filled by `dc_chromdata_info_get`.
+ */
+typedef struct dc_chromdata_info {
+  uint32_t format_major;
+  uint32_t format_minor;
+  dc_layout layout;
+  uint64_t n_spots;
+  uint64_t n_bins;
+  uint64_t n_traces;
+  uint64_t n_cells;
+  uint64_t n_chroms;
+  int32_t has_coords;
+  int32_t has_cell_id;
+  uint64_t n_runs;
+  uint64_t n_row_groups;
+  int32_t has_source_row;
+  /**
+   * 32 or 64; 0 without coordinates.
+   */
+  int32_t coord_bits;
+} dc_chromdata_info;
 
 /**
  * A setting of a dataset handle (`DC_DATASET_*`), for `dc_dataset_set`.
@@ -158,6 +191,21 @@ typedef struct dc_tile_info {
  * A setting of a writer (`DC_WRITER_*`), for `dc_writer_set`.
  */
 typedef int32_t dc_writer_param;
+
+/**
+ * Format 2.0: one flat spot table.
+ */
+#define DC_LAYOUT_FLAT 0
+
+/**
+ * Format 2.1: spot tables partitioned by chromosome.
+ */
+#define DC_LAYOUT_PARTITIONED 1
+
+/**
+ * Format 2.2: primary tables + coordinate partitions.
+ */
+#define DC_LAYOUT_PRIMARY_COORDS 2
 
 /**
  * Decode threads per call (0 = `DELTACELLS_NUM_THREADS`, else all cores). Default 0.
@@ -283,6 +331,146 @@ typedef int32_t dc_writer_param;
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Opens a store: a `*.chromdata.zarr` directory or a `.cdz` file. Reads the metadata, the
+ * index arrays, the small tables and the Parquet footers, and validates them (spec §14).
+ *
+ * Errors: `DC_ERR_NOT_FOUND` (path or a referenced part missing), `DC_ERR_FORMAT`
+ * (malformed or inconsistent), `DC_ERR_UNSUPPORTED` (version, layout), `DC_ERR_IO`.
+ *
+ * # Safety
+ * `path` is a NUL-terminated string; `out` is writable.
+ */
+dc_status dc_chromdata_open(const char *path, struct dc_chromdata **out);
+
+/**
+ * Releases a handle (NULL: no-op). Streams obtained from it stay valid.
+ *
+ * # Safety
+ * `cd` is NULL or a handle from `dc_chromdata_open` not yet freed, unused by other threads.
+ */
+void dc_chromdata_free(struct dc_chromdata *cd);
+
+/**
+ * Fills `*out` with the store's version, layout and counts.
+ *
+ * # Safety
+ * `cd` is a live handle; `out` is writable.
+ */
+dc_status dc_chromdata_info_get(const struct dc_chromdata *cd, struct dc_chromdata_info *out);
+
+/**
+ * A small table: "bins", "bin_tracks", "traces", "cells", "intervals/<key>",
+ * "points/<key>" (dictionary columns decoded, strings as utf8). Absent → `DC_ERR_NOT_FOUND`.
+ *
+ * # Safety
+ * `cd` is a live handle; `name` a NUL-terminated string; `out` writable.
+ */
+dc_status dc_chromdata_table(struct dc_chromdata *cd,
+                             const char *name,
+                             struct ArrowArrayStream *out);
+
+/**
+ * Original keys of a kind ("layers", "intervals", "points", "cellm", "binm", "results",
+ * "uns", "contacts", "links") as a one-column utf8 table "key", in logical order.
+ *
+ * # Safety
+ * `cd` is a live handle; `kind` a NUL-terminated string; `out` writable.
+ */
+dc_status dc_chromdata_keys(struct dc_chromdata *cd,
+                            const char *kind,
+                            struct ArrowArrayStream *out);
+
+/**
+ * The category list of a coded column, e.g. ("spots", "trace_id"), as a one-column table
+ * "category" (utf8, int64, float64 or bool).
+ *
+ * # Safety
+ * `cd` is a live handle; `table`, `column` NUL-terminated strings; `out` writable.
+ */
+dc_status dc_chromdata_categories(struct dc_chromdata *cd,
+                                  const char *table,
+                                  const char *column,
+                                  struct ArrowArrayStream *out);
+
+/**
+ * All spots of a trace, across cells and chromosomes, in canonical order (spec §15.2).
+ * `columns`: NULL/0 = all; {"coords"} = keys + x, y, z; or explicit names. For integer
+ * trace categories `trace_id` is the decimal value. Unknown id or column →
+ * `DC_ERR_NOT_FOUND`.
+ *
+ * # Safety
+ * `cd` live; `trace_id` NUL-terminated; `columns` NULL or `n_columns` strings; `out` writable.
+ */
+dc_status dc_chromdata_get_trace(struct dc_chromdata *cd,
+                                 const char *trace_id,
+                                 const char *const *columns,
+                                 size_t n_columns,
+                                 struct ArrowArrayStream *out);
+
+/**
+ * All spots of a cell, in canonical order. A store without cell_id → `DC_ERR_NOT_FOUND`.
+ *
+ * # Safety
+ * As `dc_chromdata_get_trace`.
+ */
+dc_status dc_chromdata_get_cell(struct dc_chromdata *cd,
+                                const char *cell_id,
+                                const char *const *columns,
+                                size_t n_columns,
+                                struct ArrowArrayStream *out);
+
+/**
+ * All spots on a chromosome, in canonical order.
+ *
+ * # Safety
+ * As `dc_chromdata_get_trace`.
+ */
+dc_status dc_chromdata_get_chrom(struct dc_chromdata *cd,
+                                 const char *chrom,
+                                 const char *const *columns,
+                                 size_t n_columns,
+                                 struct ArrowArrayStream *out);
+
+/**
+ * Batches of `batch` whole runs (one trace in one cell and chromosome) in stored order,
+ * read row group by row group as the stream is consumed. `batch` 0 →
+ * `DC_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `cd` live; `columns` NULL or `n_columns` strings; `out` writable.
+ */
+dc_status dc_chromdata_iter_traces(struct dc_chromdata *cd,
+                                   uint64_t batch,
+                                   const char *const *columns,
+                                   size_t n_columns,
+                                   struct ArrowArrayStream *out);
+
+/**
+ * Batches of `batch` cell segments in stored order. No cell_id → `DC_ERR_NOT_FOUND`.
+ *
+ * # Safety
+ * As `dc_chromdata_iter_traces`.
+ */
+dc_status dc_chromdata_iter_cells(struct dc_chromdata *cd,
+                                  uint64_t batch,
+                                  const char *const *columns,
+                                  size_t n_columns,
+                                  struct ArrowArrayStream *out);
+
+/**
+ * The whole spot table in canonical order; `original_order` non-zero restores the
+ * written order (source_row).
+ *
+ * # Safety
+ * `cd` live; `columns` NULL or `n_columns` strings; `out` writable.
+ */
+dc_status dc_chromdata_read_spots(struct dc_chromdata *cd,
+                                  int original_order,
+                                  const char *const *columns,
+                                  size_t n_columns,
+                                  struct ArrowArrayStream *out);
 
 /**
  * Opens the dataset directory `path` and validates its `manifest.json` (format, version,

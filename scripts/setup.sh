@@ -14,6 +14,7 @@ command -v pkg-config >/dev/null 2>&1 || apt_missing+=(pkg-config)
 command -v cc >/dev/null 2>&1 || apt_missing+=(gcc)
 command -v c++ >/dev/null 2>&1 || apt_missing+=(g++)
 command -v make >/dev/null 2>&1 || apt_missing+=(make)
+command -v python3 >/dev/null 2>&1 || apt_missing+=(python3 python3-pip python3-venv)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   echo "setup: installing ${apt_missing[*]} (apt)"
   $SUDO apt-get update -qq
@@ -26,4 +27,16 @@ if ! cargo clippy --version >/dev/null 2>&1; then rustup component add clippy; f
 if ! cbindgen --version 2>/dev/null | grep -q "cbindgen $CBINDGEN_VERSION"; then
   echo "setup: installing cbindgen $CBINDGEN_VERSION (cargo install)"
   cargo install --locked --quiet "cbindgen@$CBINDGEN_VERSION"
+fi
+
+# Python modules of the independent writers used as test oracles (ChromData stores).
+if ! python3 -c "import pyarrow, pandas, numpy, zarr; assert int(zarr.__version__.split('.')[0]) >= 3" 2>/dev/null; then
+  echo "setup: installing zarr>=3 pyarrow pandas numpy (pip)"
+  pip_flags=(--quiet --disable-pip-version-check)
+  # Debian's own python3 refuses system-wide installs without this flag (PEP 668).
+  if python3 -m pip install --help 2>/dev/null | grep -q -- --break-system-packages; then
+    [ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ] &&
+      pip_flags+=(--break-system-packages)
+  fi
+  python3 -m pip install "${pip_flags[@]}" 'zarr>=3' pyarrow pandas numpy
 fi

@@ -3,6 +3,8 @@
 //! Core modules (`tile`, `dataset`, ...) know nothing of the C ABI; `ffi` translates between the two.
 
 /// cbindgen:ignore
+pub mod chromdata;
+/// cbindgen:ignore
 #[cfg(feature = "cli")]
 pub mod convert;
 /// cbindgen:ignore

@@ -454,7 +454,7 @@ impl Dataset {
         }
         self.check_header_agrees(t, &h)?;
         let table_end = HEADER_SIZE as u64 + CHUNK_ENTRY_SIZE as u64 * h.n_chunks as u64;
-        if h.indptr_off % 8 != 0 || h.indptr_off < table_end {
+        if !h.indptr_off.is_multiple_of(8) || h.indptr_off < table_end {
             return Err(fail(format!(
                 "indptr_off (byte 40) is {}, must be a multiple of 8 at or after the chunk table's end {table_end}",
                 h.indptr_off

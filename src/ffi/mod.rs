@@ -2,12 +2,15 @@
 //! errors to `dc_status`, catches panics, and never computes anything itself.
 #![allow(non_camel_case_types)]
 
+mod arrow;
+mod chromdata;
 mod dataset;
 mod error;
 mod tile;
 mod version;
 mod writer;
 
+pub use chromdata::*;
 pub use dataset::*;
 pub use error::*;
 pub use tile::*;

@@ -116,7 +116,7 @@ impl<'a> Tile<'a> {
                 h.n_chunks
             )));
         }
-        if h.indptr_off % 8 != 0 {
+        if !h.indptr_off.is_multiple_of(8) {
             return Err(Error::format(format!(
                 "indptr_off (byte 40) is {}, not a multiple of 8",
                 h.indptr_off
@@ -214,7 +214,7 @@ impl<'a> Tile<'a> {
                 let rule =
                     |r: String| fail(format!("{} frame at byte {}: {r}", kind.name(), s.off));
                 if exception {
-                    if content % 8 != 0 || content / 8 > n {
+                    if !content.is_multiple_of(8) || content / 8 > n {
                         return Err(rule(format!(
                             "holds {content} bytes; an exception frame holds 8*k bytes with k <= {n} (the chunk's nonzeros)"
                         )));
@@ -258,7 +258,7 @@ impl<'a> Tile<'a> {
                 s.off
             ))
         };
-        if s.off % 8 != 0 {
+        if !s.off.is_multiple_of(8) {
             return Err(rule("does not start on an 8-byte boundary".into()));
         }
         if s.off < indptr_end

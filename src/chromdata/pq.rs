@@ -1,0 +1,272 @@
+//! Parquet files of a store: footers read once at open, row groups decoded on demand with
+//! column projection, a small cache of the last decoded row groups per file, and a counter
+//! of row-group decodes (tests use it to check that only needed groups are read).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::ProjectionMask;
+
+use super::store::{FileSlice, Store};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Decoded row groups kept per file (sequential iteration decodes each group once).
+const CACHE_PER_FILE: usize = 2;
+
+type CacheEntry = (usize, Vec<usize>, RecordBatch);
+
+pub(crate) struct PqFile {
+    slice: FileSlice,
+    meta: ArrowReaderMetadata,
+    /// Store-relative path, for messages.
+    pub(crate) path: String,
+    cache: Mutex<VecDeque<CacheEntry>>,
+    reads: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for PqFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PqFile").field("path", &self.path).finish()
+    }
+}
+
+fn pq_err(path: &str, e: impl std::fmt::Display) -> Error {
+    Error::format(format!("{path}: {e}"))
+}
+
+impl PqFile {
+    /// Opens `path` (store-relative) and reads its footer. Missing → NotFound; no valid
+    /// footer (e.g. a truncated file) → Format.
+    pub(crate) fn open(store: &Store, path: &str, reads: Arc<AtomicU64>) -> Result<PqFile> {
+        let slice = store.slice(path)?;
+        let full = format!("{}/{path}", store.display);
+        // Readers must use the Parquet logical types, not the stored Arrow schema (§6.2).
+        let opts = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+        let meta = ArrowReaderMetadata::load(&slice, opts)
+            .map_err(|e| pq_err(&full, format_args!("no valid Parquet footer ({e})")))?;
+        Ok(PqFile {
+            slice,
+            meta,
+            path: full,
+            cache: Mutex::new(VecDeque::new()),
+            reads: reads.clone(),
+        })
+    }
+
+    pub(crate) fn schema(&self) -> &SchemaRef {
+        self.meta.schema()
+    }
+
+    pub(crate) fn num_rows(&self) -> u64 {
+        self.meta.metadata().file_metadata().num_rows().max(0) as u64
+    }
+
+    pub(crate) fn row_group_rows(&self) -> Vec<u64> {
+        self.meta
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| g.num_rows().max(0) as u64)
+            .collect()
+    }
+
+    /// Top-level column index of `name`.
+    pub(crate) fn column(&self, name: &str) -> Result<usize> {
+        self.schema().index_of(name).map_err(|_| {
+            Error::format(format!(
+                "{}: column \"{name}\" listed in the metadata is not in the file",
+                self.path
+            ))
+        })
+    }
+
+    fn build(
+        &self,
+        groups: Option<Vec<usize>>,
+        cols: Option<&[usize]>,
+    ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader> {
+        let mut b = ParquetRecordBatchReaderBuilder::new_with_metadata(
+            self.slice.clone(),
+            self.meta.clone(),
+        )
+        .with_batch_size(64 * 1024);
+        if let Some(g) = groups {
+            b = b.with_row_groups(g);
+        }
+        if let Some(c) = cols {
+            let mask = ProjectionMask::roots(self.meta.parquet_schema(), c.iter().copied());
+            b = b.with_projection(mask);
+        }
+        b.build().map_err(|e| pq_err(&self.path, e))
+    }
+
+    fn collect(
+        &self,
+        reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+        schema: SchemaRef,
+    ) -> Result<RecordBatch> {
+        let batches = reader
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| pq_err(&self.path, format_args!("cannot decode: {e}")))?;
+        arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| pq_err(&self.path, e))
+    }
+
+    /// Decodes one row group with the given top-level columns (in that order), through the
+    /// per-file cache.
+    pub(crate) fn row_group(&self, g: usize, cols: &[usize]) -> Result<RecordBatch> {
+        {
+            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, _, b)) = cache.iter().find(|(cg, cc, _)| *cg == g && cc == cols) {
+                return Ok(b.clone());
+            }
+        }
+        let n_groups = self.meta.metadata().num_row_groups();
+        if g >= n_groups {
+            return Err(Error::format(format!(
+                "{}: row group {g} requested, file has {n_groups}",
+                self.path
+            )));
+        }
+        // The projection returns columns in file order; reorder to the caller's order.
+        let mut sorted: Vec<usize> = cols.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let proj_schema = Arc::new(
+            self.schema()
+                .project(&sorted)
+                .map_err(|e| pq_err(&self.path, e))?,
+        );
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let batch = self.collect(self.build(Some(vec![g]), Some(&sorted))?, proj_schema)?;
+        let expected = self.meta.metadata().row_group(g).num_rows().max(0) as usize;
+        if batch.num_rows() != expected {
+            return Err(Error::format(format!(
+                "{}: row group {g} decoded {} rows, footer says {expected}",
+                self.path,
+                batch.num_rows()
+            )));
+        }
+        let order: Vec<usize> = cols
+            .iter()
+            .map(|c| sorted.binary_search(c).expect("column present"))
+            .collect();
+        let batch = batch.project(&order).map_err(|e| pq_err(&self.path, e))?;
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= CACHE_PER_FILE {
+            cache.pop_front();
+        }
+        cache.push_back((g, cols.to_vec(), batch.clone()));
+        Ok(batch)
+    }
+
+    /// The whole file, every column (small tables), normalised (§15.4).
+    pub(crate) fn read_all(&self) -> Result<RecordBatch> {
+        self.reads.fetch_add(
+            self.meta.metadata().num_row_groups() as u64,
+            Ordering::Relaxed,
+        );
+        let b = self.collect(self.build(None, None)?, self.schema().clone())?;
+        normalise(&b).map_err(|e| e.context(&self.path))
+    }
+}
+
+/// Arrow type a reader returns for a stored type: strings as `utf8`, dictionaries decoded.
+pub(crate) fn normal_type(t: &DataType) -> DataType {
+    match t {
+        DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
+        DataType::Dictionary(_, v) => normal_type(v),
+        other => other.clone(),
+    }
+}
+
+/// Makes an array of the normal type: dictionaries decoded, large / view strings to utf8.
+pub(crate) fn normalise_array(a: &ArrayRef) -> Result<ArrayRef> {
+    use arrow_array::cast::AsArray;
+    Ok(match a.data_type() {
+        DataType::LargeUtf8 => Arc::new(
+            a.as_string::<i64>()
+                .iter()
+                .collect::<arrow_array::StringArray>(),
+        ),
+        DataType::Utf8View => Arc::new(
+            a.as_string_view()
+                .iter()
+                .collect::<arrow_array::StringArray>(),
+        ),
+        DataType::Dictionary(_, _) => {
+            let d = a.as_any_dictionary();
+            let values = normalise_array(d.values())?;
+            let keys = arrow_array::cast::AsArray::as_primitive::<arrow_array::types::Int64Type>(
+                &arrow_cast_keys(d.keys())?,
+            )
+            .clone();
+            arrow_select::take::take(&values, &keys, None)
+                .map_err(|e| Error::format(format!("cannot decode dictionary: {e}")))?
+        }
+        _ => a.clone(),
+    })
+}
+
+/// Dictionary keys as Int64 (any integer key type).
+fn arrow_cast_keys(keys: &dyn Array) -> Result<ArrayRef> {
+    let v = int_values(keys)?;
+    Ok(Arc::new(arrow_array::Int64Array::from(v)))
+}
+
+/// Values of any integer array as `Option<i64>` (nulls kept); non-integers are an error.
+pub(crate) fn int_values(a: &dyn Array) -> Result<Vec<Option<i64>>> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::*;
+    macro_rules! conv {
+        ($t:ty) => {
+            a.as_primitive::<$t>()
+                .iter()
+                .map(|v| v.map(|x| x as i64))
+                .collect()
+        };
+    }
+    Ok(match a.data_type() {
+        DataType::Int8 => conv!(Int8Type),
+        DataType::Int16 => conv!(Int16Type),
+        DataType::Int32 => conv!(Int32Type),
+        DataType::Int64 => conv!(Int64Type),
+        DataType::UInt8 => conv!(UInt8Type),
+        DataType::UInt16 => conv!(UInt16Type),
+        DataType::UInt32 => conv!(UInt32Type),
+        DataType::UInt64 => a
+            .as_primitive::<UInt64Type>()
+            .iter()
+            .map(|v| v.map(|x| x.min(i64::MAX as u64) as i64))
+            .collect(),
+        t => {
+            return Err(Error::new(
+                ErrorKind::Format,
+                format!("expected an integer column, found {t}"),
+            ))
+        }
+    })
+}
+
+/// A record batch with normal types, every field nullable, and no metadata.
+pub(crate) fn normalise(b: &RecordBatch) -> Result<RecordBatch> {
+    let mut fields = Vec::with_capacity(b.num_columns());
+    let mut cols = Vec::with_capacity(b.num_columns());
+    for (f, c) in b.schema().fields().iter().zip(b.columns()) {
+        let c = normalise_array(c)?;
+        fields.push(Field::new(f.name(), c.data_type().clone(), true));
+        cols.push(c);
+    }
+    let schema = Arc::new(Schema::new(fields));
+    RecordBatch::try_new_with_options(
+        schema,
+        cols,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
+    )
+    .map_err(|e| Error::format(e.to_string()))
+}

@@ -1,0 +1,433 @@
+//! §5 of the C API: ChromData stores, read backed.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arrow_array::ffi_stream::FFI_ArrowArrayStream;
+
+use crate::chromdata::{ChromData, Columns, Layout};
+use crate::error::{Error, ErrorKind, Result};
+
+use super::arrow::{export_reader, one_batch, one_column, string_column};
+use super::error::*;
+
+/// Spot-table layout of a store (`DC_LAYOUT_*`).
+pub type dc_layout = i32;
+/// Format 2.0: one flat spot table.
+pub const DC_LAYOUT_FLAT: dc_layout = 0;
+/// Format 2.1: spot tables partitioned by chromosome.
+pub const DC_LAYOUT_PARTITIONED: dc_layout = 1;
+/// Format 2.2: primary tables + coordinate partitions.
+pub const DC_LAYOUT_PRIMARY_COORDS: dc_layout = 2;
+
+/// An open ChromData store (opaque). May be used from several threads at once.
+pub struct dc_chromdata {
+    cd: ChromData,
+    poisoned: AtomicBool,
+}
+
+/// Version, layout and counts of a store, filled by `dc_chromdata_info_get`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct dc_chromdata_info {
+    pub format_major: u32,
+    pub format_minor: u32,
+    pub layout: dc_layout,
+    pub n_spots: u64,
+    pub n_bins: u64,
+    pub n_traces: u64,
+    pub n_cells: u64,
+    pub n_chroms: u64,
+    pub has_coords: i32,
+    pub has_cell_id: i32,
+    pub n_runs: u64,
+    pub n_row_groups: u64,
+    pub has_source_row: i32,
+    /// 32 or 64; 0 without coordinates.
+    pub coord_bits: i32,
+}
+
+/// Runs `body` on a live handle: NULL → `DC_ERR_INVALID_ARGUMENT`, poisoned →
+/// `DC_ERR_STATE`; a panic poisons the handle.
+fn with_handle(cd: *const dc_chromdata, body: impl FnOnce(&ChromData) -> Result<()>) -> dc_status {
+    let status = guard(|| {
+        if cd.is_null() {
+            return Err(null_arg("cd"));
+        }
+        // SAFETY: non-NULL; the caller passes a handle from dc_chromdata_open, not yet freed.
+        let h = unsafe { &*cd };
+        if h.poisoned.load(Ordering::Acquire) {
+            return Err(Error::new(
+                ErrorKind::State,
+                "the dc_chromdata handle is poisoned by an earlier internal error; free it",
+            ));
+        }
+        body(&h.cd)
+    });
+    if status == DC_ERR_INTERNAL && !cd.is_null() {
+        // SAFETY: as above.
+        unsafe { &*cd }.poisoned.store(true, Ordering::Release);
+    }
+    status
+}
+
+/// A NUL-terminated UTF-8 argument.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string valid for the call.
+unsafe fn str_in<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
+    if p.is_null() {
+        return Err(null_arg(name));
+    }
+    // SAFETY: non-NULL and NUL-terminated per the caller.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| Error::invalid_argument(format!("{name} is not valid UTF-8")))
+}
+
+/// The column selection: NULL / 0 = all; `{"coords"}` = keys + x, y, z; else names.
+///
+/// # Safety
+/// `columns` is NULL (then `n` is ignored... only if 0) or points to `n` strings.
+unsafe fn columns_in(columns: *const *const c_char, n: usize) -> Result<Columns> {
+    if n == 0 {
+        return Ok(Columns::All);
+    }
+    // SAFETY: caller guarantees `n` readable pointers at `columns` (NULL rejected inside).
+    let ptrs = unsafe { slice_in(columns, n as u64, "columns")? };
+    let mut names = Vec::with_capacity(n);
+    for (i, &p) in ptrs.iter().enumerate() {
+        // SAFETY: each element is a NUL-terminated string per the caller.
+        names.push(unsafe { str_in(p, &format!("columns[{i}]"))? }.to_string());
+    }
+    if names.len() == 1 && names[0] == "coords" {
+        return Ok(Columns::Coords);
+    }
+    Ok(Columns::Names(names))
+}
+
+fn check_out<T>(out: *mut T) -> Result<()> {
+    if out.is_null() {
+        return Err(null_arg("out"));
+    }
+    Ok(())
+}
+
+/// Opens a store: a `*.chromdata.zarr` directory or a `.cdz` file. Reads the metadata, the
+/// index arrays, the small tables and the Parquet footers, and validates them (spec §14).
+///
+/// Errors: `DC_ERR_NOT_FOUND` (path or a referenced part missing), `DC_ERR_FORMAT`
+/// (malformed or inconsistent), `DC_ERR_UNSUPPORTED` (version, layout), `DC_ERR_IO`.
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_open(
+    path: *const c_char,
+    out: *mut *mut dc_chromdata,
+) -> dc_status {
+    guard(|| {
+        check_out(out)?;
+        // SAFETY: forwarded caller guarantee.
+        let path = unsafe { str_in(path, "path")? };
+        let cd = ChromData::open(path)?;
+        let h = Box::new(dc_chromdata {
+            cd,
+            poisoned: AtomicBool::new(false),
+        });
+        // SAFETY: checked non-NULL; caller guarantees it is writable.
+        unsafe { write_out(out, Box::into_raw(h)) };
+        Ok(())
+    })
+}
+
+/// Releases a handle (NULL: no-op). Streams obtained from it stay valid.
+///
+/// # Safety
+/// `cd` is NULL or a handle from `dc_chromdata_open` not yet freed, unused by other threads.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_free(cd: *mut dc_chromdata) {
+    if cd.is_null() {
+        return;
+    }
+    guard_value((), || {
+        // SAFETY: from Box::into_raw in dc_chromdata_open, freed once.
+        drop(unsafe { Box::from_raw(cd) });
+    });
+}
+
+/// Fills `*out` with the store's version, layout and counts.
+///
+/// # Safety
+/// `cd` is a live handle; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_info_get(
+    cd: *const dc_chromdata,
+    out: *mut dc_chromdata_info,
+) -> dc_status {
+    with_handle(cd, |cd| {
+        check_out(out)?;
+        let i = cd.info();
+        let info = dc_chromdata_info {
+            format_major: i.format_major,
+            format_minor: i.format_minor,
+            layout: match i.layout {
+                Layout::Flat => DC_LAYOUT_FLAT,
+                Layout::Partitioned => DC_LAYOUT_PARTITIONED,
+                Layout::PrimaryCoords => DC_LAYOUT_PRIMARY_COORDS,
+            },
+            n_spots: i.n_spots,
+            n_bins: i.n_bins,
+            n_traces: i.n_traces,
+            n_cells: i.n_cells,
+            n_chroms: i.n_chroms,
+            has_coords: i.has_coords as i32,
+            has_cell_id: i.has_cell_id as i32,
+            n_runs: i.n_runs,
+            n_row_groups: i.n_row_groups,
+            has_source_row: i.has_source_row as i32,
+            coord_bits: i.coord_bits as i32,
+        };
+        // SAFETY: checked non-NULL; caller guarantees it is writable.
+        unsafe { write_out(out, info) };
+        Ok(())
+    })
+}
+
+/// A small table: "bins", "bin_tracks", "traces", "cells", "intervals/<key>",
+/// "points/<key>" (dictionary columns decoded, strings as utf8). Absent → `DC_ERR_NOT_FOUND`.
+///
+/// # Safety
+/// `cd` is a live handle; `name` a NUL-terminated string; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_table(
+    cd: *mut dc_chromdata,
+    name: *const c_char,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    with_handle(cd, |cd| {
+        check_out(out)?;
+        // SAFETY: forwarded caller guarantee.
+        let name = unsafe { str_in(name, "name")? };
+        let b = cd.table(name)?;
+        // SAFETY: checked non-NULL, writable per the caller.
+        unsafe { export_reader(one_batch(b), out) };
+        Ok(())
+    })
+}
+
+/// Original keys of a kind ("layers", "intervals", "points", "cellm", "binm", "results",
+/// "uns", "contacts", "links") as a one-column utf8 table "key", in logical order.
+///
+/// # Safety
+/// `cd` is a live handle; `kind` a NUL-terminated string; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_keys(
+    cd: *mut dc_chromdata,
+    kind: *const c_char,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    with_handle(cd, |cd| {
+        check_out(out)?;
+        // SAFETY: forwarded caller guarantee.
+        let kind = unsafe { str_in(kind, "kind")? };
+        let b = string_column("key", cd.keys(kind)?)?;
+        // SAFETY: checked non-NULL, writable per the caller.
+        unsafe { export_reader(one_batch(b), out) };
+        Ok(())
+    })
+}
+
+/// The category list of a coded column, e.g. ("spots", "trace_id"), as a one-column table
+/// "category" (utf8, int64, float64 or bool).
+///
+/// # Safety
+/// `cd` is a live handle; `table`, `column` NUL-terminated strings; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_categories(
+    cd: *mut dc_chromdata,
+    table: *const c_char,
+    column: *const c_char,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    with_handle(cd, |cd| {
+        check_out(out)?;
+        // SAFETY: forwarded caller guarantee.
+        let (table, column) = unsafe { (str_in(table, "table")?, str_in(column, "column")?) };
+        let b = one_column("category", cd.categories(table, column)?)?;
+        // SAFETY: checked non-NULL, writable per the caller.
+        unsafe { export_reader(one_batch(b), out) };
+        Ok(())
+    })
+}
+
+/// Shared body of the id queries.
+///
+/// # Safety
+/// As for the exported functions calling it.
+unsafe fn id_query(
+    cd: *mut dc_chromdata,
+    id: *const c_char,
+    id_name: &str,
+    columns: *const *const c_char,
+    n_columns: usize,
+    out: *mut FFI_ArrowArrayStream,
+    q: impl FnOnce(&ChromData, &str, &Columns) -> Result<arrow_array::RecordBatch>,
+) -> dc_status {
+    with_handle(cd, |cd| {
+        check_out(out)?;
+        // SAFETY: forwarded caller guarantees.
+        let (id, cols) = unsafe { (str_in(id, id_name)?, columns_in(columns, n_columns)?) };
+        let b = q(cd, id, &cols)?;
+        // SAFETY: checked non-NULL, writable per the caller.
+        unsafe { export_reader(one_batch(b), out) };
+        Ok(())
+    })
+}
+
+/// All spots of a trace, across cells and chromosomes, in canonical order (spec §15.2).
+/// `columns`: NULL/0 = all; {"coords"} = keys + x, y, z; or explicit names. For integer
+/// trace categories `trace_id` is the decimal value. Unknown id or column →
+/// `DC_ERR_NOT_FOUND`.
+///
+/// # Safety
+/// `cd` live; `trace_id` NUL-terminated; `columns` NULL or `n_columns` strings; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_get_trace(
+    cd: *mut dc_chromdata,
+    trace_id: *const c_char,
+    columns: *const *const c_char,
+    n_columns: usize,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    // SAFETY: forwarded caller guarantees.
+    unsafe {
+        id_query(
+            cd,
+            trace_id,
+            "trace_id",
+            columns,
+            n_columns,
+            out,
+            |cd, id, c| cd.get_trace(&cd.parse_id(id, false), c),
+        )
+    }
+}
+
+/// All spots of a cell, in canonical order. A store without cell_id → `DC_ERR_NOT_FOUND`.
+///
+/// # Safety
+/// As `dc_chromdata_get_trace`.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_get_cell(
+    cd: *mut dc_chromdata,
+    cell_id: *const c_char,
+    columns: *const *const c_char,
+    n_columns: usize,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    // SAFETY: forwarded caller guarantees.
+    unsafe {
+        id_query(
+            cd,
+            cell_id,
+            "cell_id",
+            columns,
+            n_columns,
+            out,
+            |cd, id, c| cd.get_cell(&cd.parse_id(id, true), c),
+        )
+    }
+}
+
+/// All spots on a chromosome, in canonical order.
+///
+/// # Safety
+/// As `dc_chromdata_get_trace`.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_get_chrom(
+    cd: *mut dc_chromdata,
+    chrom: *const c_char,
+    columns: *const *const c_char,
+    n_columns: usize,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    // SAFETY: forwarded caller guarantees.
+    unsafe {
+        id_query(cd, chrom, "chrom", columns, n_columns, out, |cd, id, c| {
+            cd.get_chrom(id, c)
+        })
+    }
+}
+
+/// Batches of `batch` whole runs (one trace in one cell and chromosome) in stored order,
+/// read row group by row group as the stream is consumed. `batch` 0 →
+/// `DC_ERR_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `cd` live; `columns` NULL or `n_columns` strings; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_iter_traces(
+    cd: *mut dc_chromdata,
+    batch: u64,
+    columns: *const *const c_char,
+    n_columns: usize,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    with_handle(cd, |cd| {
+        check_out(out)?;
+        // SAFETY: forwarded caller guarantee.
+        let cols = unsafe { columns_in(columns, n_columns)? };
+        let it = cd.iter_traces(batch, &cols)?;
+        // SAFETY: checked non-NULL, writable per the caller.
+        unsafe { export_reader(Box::new(it), out) };
+        Ok(())
+    })
+}
+
+/// Batches of `batch` cell segments in stored order. No cell_id → `DC_ERR_NOT_FOUND`.
+///
+/// # Safety
+/// As `dc_chromdata_iter_traces`.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_iter_cells(
+    cd: *mut dc_chromdata,
+    batch: u64,
+    columns: *const *const c_char,
+    n_columns: usize,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    with_handle(cd, |cd| {
+        check_out(out)?;
+        // SAFETY: forwarded caller guarantee.
+        let cols = unsafe { columns_in(columns, n_columns)? };
+        let it = cd.iter_cells(batch, &cols)?;
+        // SAFETY: checked non-NULL, writable per the caller.
+        unsafe { export_reader(Box::new(it), out) };
+        Ok(())
+    })
+}
+
+/// The whole spot table in canonical order; `original_order` non-zero restores the
+/// written order (source_row).
+///
+/// # Safety
+/// `cd` live; `columns` NULL or `n_columns` strings; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_read_spots(
+    cd: *mut dc_chromdata,
+    original_order: c_int,
+    columns: *const *const c_char,
+    n_columns: usize,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    with_handle(cd, |cd| {
+        check_out(out)?;
+        // SAFETY: forwarded caller guarantee.
+        let cols = unsafe { columns_in(columns, n_columns)? };
+        let b = cd.read_spots(original_order != 0, &cols)?;
+        // SAFETY: checked non-NULL, writable per the caller.
+        unsafe { export_reader(one_batch(b), out) };
+        Ok(())
+    })
+}

@@ -1,0 +1,159 @@
+//! Shared helpers of the ChromData integration tests: generates the stores with the
+//! independent Python writer (tests/chromdata/make_stores.py) once per test binary, reads
+//! expected answers, and compares Arrow tables.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::DataType;
+
+/// Directory holding the generated stores and `manifest.json`, or None (test skipped) when
+/// python3 lacks pyarrow / zarr>=3 / pandas / numpy. CI installs them (scripts/test.sh).
+pub fn stores() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let check = Command::new("python3")
+            .args(["-c", "import pyarrow, pandas, numpy, zarr; assert int(zarr.__version__.split('.')[0]) >= 3"])
+            .output();
+        if !matches!(&check, Ok(o) if o.status.success()) {
+            // A silent skip would let CI pass without checking anything: skipping needs an
+            // explicit opt-out.
+            let msg = "python3 with pyarrow, pandas, numpy and zarr>=3 is needed to write the \
+                       test stores (scripts/setup.sh installs them: python3 -m pip install \
+                       'zarr>=3' pyarrow pandas numpy)";
+            if std::env::var_os("DELTACELLS_SKIP_PYTHON_TESTS").is_some() {
+                eprintln!("SKIPPED (DELTACELLS_SKIP_PYTHON_TESTS): {msg}");
+                return None;
+            }
+            panic!("{msg}; set DELTACELLS_SKIP_PYTHON_TESTS=1 to skip these tests");
+        }
+        // target/tmp, one directory per test binary: regenerated on every run, never leaked.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(concat!("chromdata-", env!("CARGO_CRATE_NAME")));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/chromdata/make_stores.py");
+        let out = Command::new("python3").arg(script).arg(&dir).output().unwrap();
+        assert!(
+            out.status.success(),
+            "make_stores.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(dir)
+    })
+    .as_deref()
+}
+
+pub fn manifest(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
+}
+
+/// Reads an expected Parquet file (written by pyarrow) as one batch.
+pub fn read_expected(path: &Path) -> RecordBatch {
+    let f = std::fs::File::open(path).unwrap();
+    let opts =
+        parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+    let r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new_with_options(
+        f, opts,
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let batches: Vec<RecordBatch> = r.collect::<Result<_, _>>().unwrap();
+    let schema = batches.first().map(|b| b.schema()).unwrap_or_else(|| {
+        let f = std::fs::File::open(path).unwrap();
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new_with_options(
+            f,
+            parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_skip_arrow_metadata(true),
+        )
+        .unwrap()
+        .schema()
+        .clone()
+    });
+    arrow_select::concat::concat_batches(&schema, &batches).unwrap()
+}
+
+fn value_strings(a: &ArrayRef) -> Vec<String> {
+    use arrow_array::types::*;
+    let n = a.len();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        if a.is_null(i) {
+            out.push("<null>".into());
+            continue;
+        }
+        let s = match a.data_type() {
+            DataType::Boolean => a.as_boolean().value(i).to_string(),
+            DataType::Int8 => a.as_primitive::<Int8Type>().value(i).to_string(),
+            DataType::Int16 => a.as_primitive::<Int16Type>().value(i).to_string(),
+            DataType::Int32 => a.as_primitive::<Int32Type>().value(i).to_string(),
+            DataType::Int64 => a.as_primitive::<Int64Type>().value(i).to_string(),
+            DataType::UInt8 => a.as_primitive::<UInt8Type>().value(i).to_string(),
+            DataType::UInt16 => a.as_primitive::<UInt16Type>().value(i).to_string(),
+            DataType::UInt32 => a.as_primitive::<UInt32Type>().value(i).to_string(),
+            DataType::UInt64 => a.as_primitive::<UInt64Type>().value(i).to_string(),
+            // Bit patterns: NaN equals NaN, -0 differs from 0.
+            DataType::Float32 => format!(
+                "f32:{:08x}",
+                a.as_primitive::<Float32Type>().value(i).to_bits()
+            ),
+            DataType::Float64 => format!(
+                "f64:{:016x}",
+                a.as_primitive::<Float64Type>().value(i).to_bits()
+            ),
+            DataType::Utf8 => format!("{:?}", a.as_string::<i32>().value(i)),
+            t => panic!("unexpected type {t} in a result"),
+        };
+        out.push(s);
+    }
+    out
+}
+
+/// Equal names, types and values (row order significant); chunking is not significant.
+pub fn assert_same(got: &RecordBatch, want: &RecordBatch, what: &str) {
+    let gn: Vec<_> = got
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let wn: Vec<_> = want
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(gn, wn, "{what}: column names");
+    assert!(
+        got.schema().metadata().is_empty(),
+        "{what}: result carries schema metadata"
+    );
+    for (i, name) in gn.iter().enumerate() {
+        let (g, w) = (got.column(i), want.column(i));
+        assert_eq!(g.data_type(), w.data_type(), "{what}: type of {name}");
+        assert!(
+            got.schema().field(i).is_nullable(),
+            "{what}: {name} not nullable"
+        );
+        assert_eq!(g.len(), w.len(), "{what}: rows of {name}");
+        let (gs, ws) = (value_strings(g), value_strings(w));
+        if let Some(r) = (0..gs.len()).find(|&r| gs[r] != ws[r]) {
+            panic!(
+                "{what}: column {name} row {r}: got {} want {}",
+                gs[r], ws[r]
+            );
+        }
+    }
+}
+
+/// Sorts a batch by an int64 column.
+pub fn sort_by(b: &RecordBatch, col: &str) -> RecordBatch {
+    use arrow_array::types::Int64Type;
+    let c = b.column_by_name(col).unwrap().as_primitive::<Int64Type>();
+    let mut idx: Vec<u64> = (0..b.num_rows() as u64).collect();
+    idx.sort_by_key(|&i| c.value(i as usize));
+    arrow_select::take::take_record_batch(b, &arrow_array::UInt64Array::from(idx)).unwrap()
+}

@@ -1,0 +1,299 @@
+//! The backed ChromData reader against stores written by the independent Python writer
+//! (tests/chromdata/make_stores.py): every layout, directory and .cdz, answers every query
+//! like pandas does on the logical data; invalid stores are rejected with the right kind.
+
+mod chromdata_common;
+
+use chromdata_common::*;
+use deltacells::chromdata::{CatValue, ChromData, Columns};
+use deltacells::ErrorKind;
+use serde_json::Value;
+
+fn columns_of(v: &Value) -> Columns {
+    match v {
+        Value::String(s) if s == "all" => Columns::All,
+        Value::String(s) if s == "coords" => Columns::Coords,
+        Value::Array(a) => {
+            Columns::Names(a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+        }
+        other => panic!("bad columns {other}"),
+    }
+}
+
+fn id_of(v: &Value) -> CatValue {
+    match v {
+        Value::String(s) => CatValue::Str(s.clone()),
+        Value::Number(n) => CatValue::Int(n.as_i64().unwrap()),
+        other => panic!("bad id {other}"),
+    }
+}
+
+fn kind_of(s: &str) -> ErrorKind {
+    match s {
+        "NotFound" => ErrorKind::NotFound,
+        "Format" => ErrorKind::Format,
+        "Unsupported" => ErrorKind::Unsupported,
+        other => panic!("unknown kind {other}"),
+    }
+}
+
+fn run(cd: &ChromData, q: &Value) -> deltacells::Result<arrow_array::RecordBatch> {
+    let cols = || columns_of(&q["columns"]);
+    match q["kind"].as_str().unwrap() {
+        "get_trace" => cd.get_trace(&id_of(&q["id"]), &cols()),
+        "get_cell" => cd.get_cell(&id_of(&q["id"]), &cols()),
+        "get_chrom" => cd.get_chrom(q["id"].as_str().unwrap(), &cols()),
+        "read_spots" => cd.read_spots(q["original_order"].as_bool().unwrap(), &cols()),
+        "by_spot_id" => cd
+            .read_spots(false, &Columns::All)
+            .map(|b| sort_by(&b, "spot_id")),
+        "table" => cd.table(q["name"].as_str().unwrap()),
+        "categories" => cd
+            .categories(q["table"].as_str().unwrap(), q["column"].as_str().unwrap())
+            .map(|a| {
+                arrow_array::RecordBatch::try_from_iter_with_nullable([("category", a, true)])
+                    .unwrap()
+            }),
+        "keys" => cd.keys(q["what"].as_str().unwrap()).map(|k| {
+            let a: arrow_array::ArrayRef = std::sync::Arc::new(arrow_array::StringArray::from(k));
+            arrow_array::RecordBatch::try_from_iter_with_nullable([("key", a, true)]).unwrap()
+        }),
+        k => panic!("unknown query kind {k}"),
+    }
+}
+
+#[test]
+fn every_layout_answers_like_pandas() {
+    let Some(dir) = stores() else { return };
+    let m = manifest(dir);
+    let mut n_checked = 0;
+    for s in m["stores"].as_array().unwrap() {
+        let path = dir.join(s["path"].as_str().unwrap());
+        let cd = ChromData::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let info = cd.info();
+        assert_eq!(info.n_spots, s["n_spots"].as_u64().unwrap());
+        assert_eq!(info.has_cell_id, s["has_cell_id"].as_bool().unwrap());
+        assert_eq!(info.layout.name(), s["layout"].as_str().unwrap());
+        let exp_dir = dir.join(s["expected_dir"].as_str().unwrap());
+        for q in s["queries"].as_array().unwrap() {
+            let what = format!("{} {q}", s["path"]);
+            let got = run(&cd, q);
+            if let Some(err) = q.get("error") {
+                let e = got.expect_err(&what);
+                assert_eq!(e.kind, kind_of(err.as_str().unwrap()), "{what}: {e}");
+                assert!(!e.message.is_empty());
+            } else {
+                let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+                let want = read_expected(&exp_dir.join(q["file"].as_str().unwrap()));
+                assert_same(&got, &want, &what);
+            }
+            n_checked += 1;
+        }
+    }
+    assert!(n_checked > 1000, "only {n_checked} queries checked");
+}
+
+#[test]
+fn iterators_cover_every_spot_once_in_whole_runs() {
+    let Some(dir) = stores() else { return };
+    let m = manifest(dir);
+    for s in m["stores"].as_array().unwrap() {
+        let path = dir.join(s["path"].as_str().unwrap());
+        let cd = ChromData::open(&path).unwrap();
+        let info = cd.info();
+        let want = cd.read_spots(false, &Columns::All).unwrap();
+        let mut iters = vec![("traces", 1u64), ("traces", 3), ("traces", 1000)];
+        if info.has_cell_id {
+            iters.extend([("cells", 1u64), ("cells", 2)]);
+        }
+        for (kind, b) in iters {
+            let it = if kind == "traces" {
+                cd.iter_traces(b, &Columns::All).unwrap()
+            } else {
+                cd.iter_cells(b, &Columns::All).unwrap()
+            };
+            let schema = arrow_array::RecordBatchReader::schema(&it);
+            let batches: Vec<_> = it.collect::<Result<_, _>>().unwrap();
+            let units = if kind == "traces" {
+                info.n_runs
+            } else {
+                // cell segments: at least one per cell with spots
+                batches.len() as u64 * b
+            };
+            if kind == "traces" {
+                assert_eq!(
+                    batches.len() as u64,
+                    units.div_ceil(b),
+                    "{path:?} {kind} {b}"
+                );
+            }
+            for bt in &batches {
+                assert!(bt.num_rows() > 0, "{path:?}: empty batch");
+                // Whole runs: a batch of one run holds one trace (and one cell).
+                if b == 1 && kind == "traces" {
+                    let t = bt.column_by_name("trace_id").unwrap();
+                    assert!(
+                        (1..t.len()).all(|i| t.slice(i, 1).to_data() == t.slice(0, 1).to_data())
+                    );
+                }
+            }
+            let all = arrow_select::concat::concat_batches(&schema, &batches).unwrap();
+            assert_eq!(all.num_rows() as u64, info.n_spots);
+            if info.n_spots > 0 {
+                assert_same(
+                    &sort_by(&all, "spot_id"),
+                    &sort_by(&want, "spot_id"),
+                    &format!("{path:?} iter {kind} {b}"),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn invalid_stores_are_rejected_with_their_kind() {
+    let Some(dir) = stores() else { return };
+    let m = manifest(dir);
+    let cases = m["invalid"].as_array().unwrap();
+    assert!(cases.len() > 50);
+    for c in cases {
+        let path = dir.join(c["path"].as_str().unwrap());
+        match ChromData::open(&path) {
+            Ok(_) => panic!("{}: opened, expected {}", c["name"], c["error"]),
+            Err(e) => {
+                assert_eq!(
+                    e.kind,
+                    kind_of(c["error"].as_str().unwrap()),
+                    "{}: {e}",
+                    c["name"]
+                );
+                assert!(
+                    !e.message.contains('\n'),
+                    "{}: multi-line message",
+                    c["name"]
+                );
+                assert!(
+                    e.message.contains("bad_"),
+                    "{}: message does not name the store: {e}",
+                    c["name"]
+                );
+            }
+        }
+    }
+}
+
+/// Table metadata of a store, read directly from its JSON (independent of the reader).
+fn tables_json(dir: &std::path::Path) -> Value {
+    let j: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("tables/zarr.json")).unwrap()).unwrap();
+    j["attributes"]["tables"].clone()
+}
+
+#[test]
+fn only_needed_row_groups_are_decoded() {
+    let Some(dir) = stores() else { return };
+    // Flat: a full read decodes each row group of each of the 4 row-aligned files once
+    // (spots, spot_tracks, 2 layers); so does a sequential iteration (row-group cache).
+    let p = dir.join("main_20.chromdata.zarr");
+    let cd = ChromData::open(&p).unwrap();
+    let n_rg = cd.info().n_row_groups;
+    assert!(n_rg >= 3, "test store should have several row groups");
+    let r0 = cd.row_group_reads();
+    cd.read_spots(false, &Columns::All).unwrap();
+    assert_eq!(cd.row_group_reads() - r0, 4 * n_rg);
+    let cd = ChromData::open(&p).unwrap();
+    let r0 = cd.row_group_reads();
+    for b in cd.iter_traces(1, &Columns::All).unwrap() {
+        b.unwrap();
+    }
+    assert_eq!(
+        cd.row_group_reads() - r0,
+        4 * n_rg,
+        "iteration decoded a group twice"
+    );
+    // "coords" reads no extra file: only spots.parquet groups.
+    let cd = ChromData::open(&p).unwrap();
+    let r0 = cd.row_group_reads();
+    cd.read_spots(false, &Columns::Coords).unwrap();
+    assert_eq!(cd.row_group_reads() - r0, n_rg);
+    // A single cell of the flat layout lies in at most a few groups, fewer than all.
+    let cd = ChromData::open(&p).unwrap();
+    let r0 = cd.row_group_reads();
+    cd.get_cell(&CatValue::Str("cell0".into()), &Columns::Coords)
+        .unwrap();
+    assert!(cd.row_group_reads() - r0 < n_rg);
+
+    // 2.2: get_chrom(coords) reads exactly the coords row groups of that partition.
+    for (code, chrom) in ["chr1", "chr2", "chr 3/x"].iter().enumerate() {
+        let p = dir.join("main_22.chromdata.zarr");
+        let parts = &tables_json(&p)["spots"]["partitions"];
+        let part = parts
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["chrom_code"] == code)
+            .unwrap();
+        let cd = ChromData::open(&p).unwrap();
+        let r0 = cd.row_group_reads();
+        cd.get_chrom(chrom, &Columns::Coords).unwrap();
+        assert_eq!(
+            cd.row_group_reads() - r0,
+            part["n_row_groups"].as_u64().unwrap(),
+            "{chrom}"
+        );
+        // 2.1: likewise with the spots partition.
+        let p = dir.join("main_21.cdz");
+        let cd = ChromData::open(&p).unwrap();
+        let parts = &tables_json(&dir.join("main_21.chromdata.zarr"))["spots"]["partitions"];
+        let part = parts
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["chrom_code"] == code)
+            .unwrap();
+        let r0 = cd.row_group_reads();
+        cd.get_chrom(chrom, &Columns::Coords).unwrap();
+        assert_eq!(
+            cd.row_group_reads() - r0,
+            part["n_row_groups"].as_u64().unwrap(),
+            "{chrom}"
+        );
+    }
+}
+
+#[test]
+fn handle_is_shared_across_threads() {
+    let Some(dir) = stores() else { return };
+    let cd = ChromData::open(dir.join("main_22.cdz")).unwrap();
+    let want: Vec<_> = (0..6)
+        .map(|t| {
+            cd.get_trace(&CatValue::Str(format!("t{t}")), &Columns::All)
+                .unwrap()
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for k in 0..4 {
+            let cd = cd.clone();
+            let want = &want;
+            s.spawn(move || {
+                for rep in 0..20 {
+                    let t = (k + rep) % 6;
+                    let got = cd
+                        .get_trace(&CatValue::Str(format!("t{t}")), &Columns::All)
+                        .unwrap();
+                    assert_same(&got, &want[t], "threaded get_trace");
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn stream_outlives_the_handle() {
+    let Some(dir) = stores() else { return };
+    let cd = ChromData::open(dir.join("main_21.chromdata.zarr")).unwrap();
+    let it = cd.iter_cells(1, &Columns::Coords).unwrap();
+    drop(cd);
+    let n: usize = it.map(|b| b.unwrap().num_rows()).sum();
+    assert!(n > 0);
+}
