@@ -258,7 +258,7 @@ impl<'a> Tile<'a> {
                 s.off
             ))
         };
-        if s.off % 8 != 0 {
+        if !s.off.is_multiple_of(8) {
             return Err(rule("does not start on an 8-byte boundary".into()));
         }
         if s.off < indptr_end

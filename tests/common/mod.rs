@@ -161,7 +161,7 @@ pub fn assemble(n_genes: u32, indptr: &[i64], chunks: &[RawChunk]) -> Vec<u8> {
                 fields.extend([0, 0]);
                 continue;
             }
-            while body.len() % 8 != 0 {
+            while !body.len().is_multiple_of(8) {
                 body.push(0);
             }
             fields.extend([body.len() as u64, s.len() as u64]);
