@@ -895,3 +895,69 @@ fn var_table_round_trip_in_output_order() {
     let err = Dataset::open(&path).unwrap().var_table().err().unwrap();
     assert_eq!(err.kind, ErrorKind::Format, "{}", err.message);
 }
+
+/// pyarrow (when installed) reads the shards as the format text describes them.
+#[test]
+fn pyarrow_reads_the_shards() {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import pyarrow.parquet"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("python3 with pyarrow not available; skipped");
+        return;
+    }
+    let dir = TempDir::new("obs-pyarrow");
+    let path = dir.join("ds");
+    write_obs_dataset(&path);
+    let script = r#"
+import sys, json, pyarrow.parquet as pq
+root = sys.argv[1]
+m = json.load(open(root + "/manifest.json"))
+schema = json.load(open(root + "/obs/schema.json"))
+k, tiles = m["obs_tiles_per_file"], m["tile_cells"]
+out = []
+for s in range((len(tiles) + k - 1) // k):
+    f = pq.ParquetFile("%s/obs/obs_%04d.parquet" % (root, s))
+    md = f.metadata
+    assert md.num_row_groups == len(tiles[s * k:(s + 1) * k]), md.num_row_groups
+    for i in range(md.num_row_groups):
+        rg = md.row_group(i)
+        assert rg.num_rows == tiles[s * k + i]
+        for j in range(rg.num_columns):
+            c = rg.column(j)
+            assert c.compression == "ZSTD", c.compression
+            assert not c.is_stats_set
+    t = f.read()
+    assert [str(x) for x in t.schema.types] == [c["arrow_type"] for c in schema["columns"]], t.schema
+    out += t.column("batch").to_pylist()
+cats = schema["columns"][1]["categories"]
+print(json.dumps([None if c == -1 else cats[c] for c in out]))
+"#;
+    let o = std::process::Command::new("python3")
+        .args(["-c", script, path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got: Vec<Option<String>> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(got, expected().batch);
+}
+
+/// Threads localising the same column at once fetch it once (the lock file serialises
+/// them; the later ones find it cached).
+#[test]
+fn concurrent_readers_fetch_a_column_once() {
+    let dir = TempDir::new("obs-concurrent");
+    let path = dir.join("ds");
+    write_obs_dataset(&path);
+    let ds = open_with_cache(&path, &dir.join("cache"));
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                let got = collect(ds.obs(Some(&["flag", "cell_type"])).unwrap());
+                assert_eq!(concat_strings(&got, "cell_type"), expected().cell_type);
+            });
+        }
+    });
+    assert_eq!(ds.obs_shard_reads(), 3);
+}
