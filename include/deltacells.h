@@ -328,6 +328,12 @@ typedef int32_t dc_writer_param;
  */
 #define DC_WRITER_OBS_TILES_PER_FILE 5
 
+/**
+ * Text obs columns with more distinct values than this (>= 0) are stored as strings
+ * instead of categories; default 20000. Before the first `dc_writer_append_obs`.
+ */
+#define DC_WRITER_OBS_MAX_CATEGORIES 6
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -630,9 +636,12 @@ dc_status dc_dataset_gene_order(const struct dc_dataset *ds, int32_t *out, size_
 dc_status dc_dataset_var_name(const struct dc_dataset *ds, uint32_t gene, const char **name_out);
 
 /**
- * The gene table (`var.parquet`) as an Arrow stream. NOT IMPLEMENTED YET in this build:
- * returns `DC_ERR_NOT_FOUND` if the dataset has no gene table and `DC_ERR_UNSUPPORTED`
- * otherwise; `*out` is not written.
+ * The gene table (`var.parquet`: one row per output column, in output order, the pandas
+ * index as a column) as an Arrow stream written to `*out`. The caller owns the stream and
+ * calls its `release`; it stays valid after `dc_dataset_free`.
+ *
+ * Errors: `DC_ERR_NOT_FOUND` (the dataset has no gene table), `DC_ERR_FORMAT` (the file is
+ * missing, unreadable, or does not have n_genes rows), `DC_ERR_IO`.
  *
  * # Safety
  * `ds` is a live handle; `out` is writable.
@@ -640,19 +649,39 @@ dc_status dc_dataset_var_name(const struct dc_dataset *ds, uint32_t gene, const 
 dc_status dc_dataset_var_table(struct dc_dataset *ds, struct ArrowArrayStream *out);
 
 /**
- * Obs columns (`columns[0..n_columns]`; NULL/0 = all) as an Arrow stream with one record
- * batch per tile, in cell order. NOT IMPLEMENTED YET in this build: returns
- * `DC_ERR_NOT_FOUND` if the dataset has no obs and `DC_ERR_UNSUPPORTED` otherwise; `*out` is
- * not written.
+ * Obs columns `columns[0..n_columns]` (NULL or 0 = all, in schema order) as an Arrow
+ * stream written to `*out`: one record batch per tile, in cell order. Category columns
+ * arrive as dictionary arrays (int8/16/32 keys as stored, utf8 values = the global
+ * vocabulary; a missing value is null); numeric, bool and string columns as stored. The
+ * first request of a column copies it into the local cache (`dc_dataset_set_cache_dir`),
+ * later ones read it from there. The caller owns the stream and calls its `release`; it
+ * stays valid after `dc_dataset_free`.
+ *
+ * Errors: `DC_ERR_NOT_FOUND` (no obs, or an unknown column: the message names it),
+ * `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, a column named twice), `DC_ERR_FORMAT` (the
+ * obs files disagree with the manifest), `DC_ERR_UNSUPPORTED`, `DC_ERR_IO`.
  *
  * # Safety
- * `ds` is a live handle; `columns` is NULL or points to `n_columns` NUL-terminated strings;
- * `out` is writable.
+ * `ds` is a live handle; `columns` is NULL or points to `n_columns` NUL-terminated
+ * strings; `out` is writable.
  */
 dc_status dc_dataset_obs(struct dc_dataset *ds,
                          const char *const *columns,
                          size_t n_columns,
                          struct ArrowArrayStream *out);
+
+/**
+ * Sets the directory of the local obs column cache (columns go to
+ * `<dir>/<obs_fingerprint>/obs/`). NULL restores the default: `$DELTACELLS_CACHE`, else
+ * `$XDG_CACHE_HOME/deltacells`, else `~/.cache/deltacells`. A cache that cannot be
+ * written is no error: obs is then read from the dataset each time.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL handle, bad UTF-8).
+ *
+ * # Safety
+ * `ds` is a live handle; `dir` is NULL or a NUL-terminated string.
+ */
+dc_status dc_dataset_set_cache_dir(struct dc_dataset *ds, const char *dir);
 
 /**
  * Name of a status code, e.g. `"DC_ERR_FORMAT"`; `"DC_UNKNOWN_STATUS"` for a value that
@@ -837,19 +866,45 @@ dc_status dc_writer_append_csr(struct dc_writer *w,
                                const int32_t *values);
 
 /**
- * Appends obs rows (one Arrow record batch per call, matching the rows of the
- * corresponding `dc_writer_append_csr` call). NOT IMPLEMENTED YET in this build: always
- * returns `DC_ERR_UNSUPPORTED`. As the contract says of input arrays, `batch` is moved
- * into the library even then: it is released and marked released; `schema` is only
- * borrowed.
+ * Appends obs rows: one Arrow record batch (a struct array with its schema) per call. Row
+ * i overall describes cell i: batch boundaries need not match the `dc_writer_append_csr`
+ * calls, but at `dc_writer_finish` there must be exactly one obs row per cell. Every
+ * batch has the first one's columns (names, order, types). Text columns (utf8, large
+ * utf8, or dictionaries of them) are stored as categories over a global sorted
+ * vocabulary, or as strings when they have more than 20,000 distinct values
+ * (`DC_WRITER_OBS_MAX_CATEGORIES`); integers and floats as numeric; bool as bool.
+ *
+ * `batch` is moved into the library (released, and the caller's struct marked
+ * released, even on error); `schema` is only borrowed.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, not a struct array, invalid buffers, an
+ * unsupported column type or a batch unlike the first; the message names the column),
+ * `DC_ERR_STATE` (after finish), `DC_ERR_IO`.
  *
  * # Safety
- * `w` is a live writer; `batch` is NULL or a valid (possibly released) `struct ArrowArray`;
- * `schema` is NULL or a valid `struct ArrowSchema`.
+ * `w` is a live writer; `batch` is NULL or a valid `struct ArrowArray`; `schema` is NULL
+ * or a valid `struct ArrowSchema` describing it.
  */
 dc_status dc_writer_append_obs(struct dc_writer *w,
                                struct ArrowArray *batch,
                                struct ArrowSchema *schema);
+
+/**
+ * Sets the gene table (`var.parquet`): a record batch of n_genes rows in input column
+ * order, written in output order (permuted by the gene order). Keep the pandas index as a
+ * column; a schema metadata entry `"pandas"` is written unchanged. Any time before
+ * finish (the last call wins). `table` is moved into the library like
+ * `dc_writer_append_obs`'s batch; `schema` is borrowed.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, not a struct array, row count != n_genes),
+ * `DC_ERR_STATE` (after finish).
+ *
+ * # Safety
+ * As `dc_writer_append_obs`.
+ */
+dc_status dc_writer_set_var_table(struct dc_writer *w,
+                                  struct ArrowArray *table,
+                                  struct ArrowSchema *schema);
 
 /**
  * Encodes the remaining rows, waits for every tile, writes `gene_order.npy`,

@@ -385,7 +385,7 @@ fn freed_writer_abandons_the_write() {
 }
 
 #[test]
-fn append_obs_is_unsupported_and_releases_the_batch() {
+fn append_obs_takes_ownership_of_the_batch_even_when_rejecting_it() {
     use arrow_array::{Array, Int32Array};
     let dir = TempDir::new("ffi-obs");
     let array = Int32Array::from(vec![1, 2, 3]);
@@ -398,17 +398,20 @@ fn append_obs_is_unsupported_and_releases_the_batch() {
         );
         assert_eq!(
             dc_writer_append_obs(w, &mut ffi_array, &mut ffi_schema),
-            DC_ERR_UNSUPPORTED
+            DC_ERR_INVALID_ARGUMENT
         );
-        assert!(
-            last_error().contains("not implemented yet"),
-            "{}",
-            last_error()
-        );
+        assert!(last_error().contains("struct array"), "{}", last_error());
         assert!(
             ffi_array.is_released(),
             "the input array is moved into the library"
         );
+        // Moved even when the writer is NULL.
+        let (mut a2, mut s2) = arrow_array::ffi::to_ffi(&array.to_data()).unwrap();
+        assert_eq!(
+            dc_writer_append_obs(ptr::null_mut(), &mut a2, &mut s2),
+            DC_ERR_INVALID_ARGUMENT
+        );
+        assert!(a2.is_released());
         dc_writer_free(w);
     }
 }

@@ -4,10 +4,13 @@
 
 pub mod manifest;
 pub mod npy;
+pub mod obs;
 mod reader;
+mod var;
 mod writer;
 
 pub use manifest::{Manifest, DATASET_FORMAT, DATASET_VERSION};
+pub use obs::{ObsColumn, ObsKind, ObsSchema, DEFAULT_MAX_CATEGORIES};
 pub use reader::{Dataset, DatasetInfo, DecodedTile, GatherPlan, DEFAULT_TILE_CACHE};
 pub use writer::{
     DatasetWriter, WriterOptions, DEFAULT_OBS_TILES_PER_FILE, DEFAULT_TILE_SIZE, MAX_CHUNKS,

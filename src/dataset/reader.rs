@@ -19,8 +19,12 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::pool;
 use crate::tile::{self, Tile, TileHeader, ValuesOut, CHUNK_ENTRY_SIZE, HEADER_SIZE};
 
+use arrow_array::RecordBatchReader;
+use arrow_schema::SchemaRef;
+
 use super::manifest::Manifest;
-use super::{npy, paths};
+use super::obs::{ObsCounters, ObsMeta, ObsSchema};
+use super::{npy, paths, var};
 
 /// Decoded tiles kept by default.
 pub const DEFAULT_TILE_CACHE: usize = 2;
@@ -63,6 +67,10 @@ pub struct Dataset {
     indptrs: RwLock<HashMap<u64, Arc<[i64]>>>,
     gene_order: OnceLock<Result<Vec<i32>>>,
     var_names: OnceLock<Result<Vec<String>>>,
+    obs: OnceLock<Result<ObsMeta>>,
+    /// Explicit obs cache directory (`None`: the environment decides).
+    cache_dir: RwLock<Option<PathBuf>>,
+    obs_counters: ObsCounters,
 }
 
 /// Where every requested row comes from and where it goes; made by `Dataset::plan_gather`.
@@ -152,6 +160,9 @@ impl Dataset {
             indptrs: RwLock::new(HashMap::new()),
             gene_order: OnceLock::new(),
             var_names: OnceLock::new(),
+            obs: OnceLock::new(),
+            cache_dir: RwLock::new(None),
+            obs_counters: ObsCounters::default(),
         }
     }
 
@@ -737,6 +748,108 @@ impl Dataset {
             )));
         }
         Ok(names)
+    }
+
+    /// The gene table (`var.parquet`, one row per output column, in output order) as a
+    /// stream of record batches. `NotFound` when the dataset has none; `Format` when the
+    /// file is missing, unreadable or has a row count other than n_genes. The stream owns
+    /// its file and outlives the dataset.
+    pub fn var_table(&self) -> Result<Box<dyn RecordBatchReader + Send>> {
+        if !self.manifest.has_var_table {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "{}: the dataset has no gene table (has_var_table is false)",
+                    self.root.display()
+                ),
+            ));
+        }
+        var::read_table(&self.root.join(paths::VAR_TABLE), self.manifest.n_genes)
+    }
+
+    fn obs_meta(&self) -> Result<&ObsMeta> {
+        if !self.manifest.has_obs {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "{}: the dataset has no obs (has_obs is false)",
+                    self.root.display()
+                ),
+            ));
+        }
+        self.obs
+            .get_or_init(|| ObsMeta::load(&self.root, &self.manifest))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The stored obs schema (`obs/schema.json`). `NotFound` without obs.
+    pub fn obs_columns(&self) -> Result<&ObsSchema> {
+        Ok(&self.obs_meta()?.schema)
+    }
+
+    /// The Arrow schema of `obs(None)`: category columns as dictionaries (their stored code
+    /// type as keys, utf8 values), the others as stored. `NotFound` without obs.
+    pub fn obs_schema(&self) -> Result<SchemaRef> {
+        let meta = self.obs_meta()?;
+        let all: Vec<usize> = (0..meta.schema.columns.len()).collect();
+        Ok(meta.schema.output_schema(&all))
+    }
+
+    /// Obs columns (`None`: all of them, in schema order), one record batch per tile in tile
+    /// order. Category columns arrive as `DictionaryArray`s over the global vocabulary
+    /// (code -1 is null). Columns are localised into the cache (see `obs_cache_dir`) the
+    /// first time and read from there afterwards; without a writable cache the shards are
+    /// read directly. The requested columns are held in memory by the returned stream,
+    /// which outlives the dataset.
+    ///
+    /// Errors: `NotFound` (no obs, or an unknown column, named), `InvalidArgument` (a column
+    /// requested twice), `Format` (schema.json, shard size, row groups, schema or codes
+    /// disagree with the manifest), `Io`.
+    pub fn obs(&self, columns: Option<&[&str]>) -> Result<Box<dyn RecordBatchReader + Send>> {
+        let meta = self.obs_meta()?;
+        let idx = meta.resolve(columns)?;
+        let data = meta.read(&idx, self.obs_cache_dir(), &self.obs_counters)?;
+        meta.stream(&idx, data)
+    }
+
+    /// Checks every obs shard against the manifest: size, row groups and schema (`Format`),
+    /// SHA-256 and the fingerprint (`Checksum`). Not done by `obs`, which checks only the
+    /// structure of the shards it reads.
+    pub fn verify_obs(&self) -> Result<()> {
+        self.obs_meta()?.verify()
+    }
+
+    /// Sets the obs cache directory (`None`: `$DELTACELLS_CACHE`, else
+    /// `$XDG_CACHE_HOME/deltacells`, else `~/.cache/deltacells`).
+    pub fn set_cache_dir(&self, dir: Option<PathBuf>) {
+        *self.cache_dir.write().unwrap_or_else(|p| p.into_inner()) = dir;
+    }
+
+    /// The obs cache root in effect (columns go to `<root>/<fingerprint>/obs/`), if any.
+    pub fn obs_cache_dir(&self) -> Option<PathBuf> {
+        if let Some(d) = self
+            .cache_dir
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            return Some(d);
+        }
+        let env = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        env("DELTACELLS_CACHE")
+            .or_else(|| env("XDG_CACHE_HOME").map(|p| p.join("deltacells")))
+            .or_else(|| env("HOME").map(|p| p.join(".cache").join("deltacells")))
+    }
+
+    /// How many times obs shards were opened to read column data (diagnostics; the cache
+    /// makes this stay put on a second read).
+    pub fn obs_shard_reads(&self) -> u64 {
+        self.obs_counters.shard_reads.load(Ordering::Relaxed)
     }
 
     /// Reads an optional file the manifest says exists.

@@ -17,8 +17,14 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::pool;
 use crate::tile::{self, CsrRef, EncodeOptions, MAX_GENES};
 
+use arrow_array::RecordBatch;
+
 use super::manifest::Manifest;
-use super::{npy, paths};
+use super::obs::{ObsSpill, ObsWritten, DEFAULT_MAX_CATEGORIES};
+use super::{npy, paths, var};
+
+/// The writer's spill of obs rows, inside its temporary directory (removed at finish).
+const OBS_SPILL: &str = ".obs-spill.arrows";
 
 /// Cells per tile unless set otherwise.
 pub const DEFAULT_TILE_SIZE: u64 = 10_000;
@@ -158,6 +164,11 @@ pub struct DatasetWriter {
     /// inverse[input column] = output column.
     inverse: Option<Vec<i32>>,
     var_names: Option<Vec<String>>,
+    /// The gene table, in input order.
+    var_table: Option<RecordBatch>,
+    obs: Option<ObsSpill>,
+    obs_written: Option<ObsWritten>,
+    max_categories: usize,
     pending: Pending,
     rows_appended: u64,
     next_tile: u64,
@@ -168,7 +179,7 @@ pub struct DatasetWriter {
     state: State,
 }
 
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = RandomState::new().build_hasher();
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
@@ -178,13 +189,13 @@ fn random_u64() -> u64 {
     h.finish()
 }
 
-fn sync_dir(path: &Path) -> Result<()> {
+pub(crate) fn sync_dir(path: &Path) -> Result<()> {
     File::open(path)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(path, &e).context("syncing directory"))
 }
 
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = File::create(path).map_err(|e| Error::io(path, &e))?;
     f.write_all(bytes)
         .and_then(|_| f.sync_all())
@@ -308,6 +319,10 @@ impl DatasetWriter {
             gene_order: None,
             inverse: None,
             var_names: None,
+            var_table: None,
+            obs: None,
+            obs_written: None,
+            max_categories: DEFAULT_MAX_CATEGORIES,
             pending: Pending::new(),
             rows_appended: 0,
             next_tile: 0,
@@ -468,6 +483,63 @@ impl DatasetWriter {
         }
         self.var_names = Some(names.iter().map(|s| s.as_ref().to_string()).collect());
         Ok(())
+    }
+
+    /// Sets the gene table (`var.parquet`): `n_genes` rows in input column order, written in
+    /// output order (permuted by the gene order). Keep the pandas index as a column; a
+    /// schema metadata entry `"pandas"` is written unchanged.
+    pub fn set_var_table(&mut self, table: RecordBatch) -> Result<()> {
+        self.check_open("var table")?;
+        var::check_table(&table, self.n_genes)?;
+        self.var_table = Some(table);
+        Ok(())
+    }
+
+    /// Text obs columns with more distinct values than this are stored as strings rather
+    /// than categories (default 20,000). Before the first `append_obs`.
+    pub fn set_max_categories(&mut self, n: usize) -> Result<()> {
+        self.check_open("max_categories")?;
+        if self.obs.is_some() {
+            return Err(Error::new(
+                ErrorKind::State,
+                "max_categories: must be set before the first append_obs",
+            ));
+        }
+        self.max_categories = n;
+        Ok(())
+    }
+
+    /// Appends obs rows: row i of the first batch describes cell 0, and so on across
+    /// batches (batch boundaries need not match `append_csr` calls, but in total there must
+    /// be one obs row per cell at `finish`). Every batch has the first one's columns, in
+    /// the same order and of the same types (text may come as utf8 or dictionaries).
+    /// Columns: dictionaries of text and utf8 become categories (codes over the global,
+    /// sorted vocabulary) unless they have more than `max_categories` distinct values
+    /// (then strings); integers and floats are numeric; bool is bool. Anything else is
+    /// `InvalidArgument` naming the column. The call is all or nothing.
+    pub fn append_obs(&mut self, batch: RecordBatch) -> Result<()> {
+        self.check_open("append_obs")?;
+        let spill = self
+            .obs
+            .get_or_insert_with(|| ObsSpill::new(self.tmp.join(OBS_SPILL), self.max_categories));
+        let r = spill.append(&batch);
+        match &r {
+            Err(e) if e.kind == ErrorKind::Io => {
+                // The spill may hold part of the batch: nothing more can be trusted.
+                self.state = State::Failed(e.message.clone());
+            }
+            Err(_) if spill.rows() == 0 => {
+                // Nothing was taken: the next batch may define the columns afresh.
+                self.obs = None;
+            }
+            _ => {}
+        }
+        r
+    }
+
+    /// Obs rows appended so far.
+    pub fn obs_rows(&self) -> u64 {
+        self.obs.as_ref().map_or(0, ObsSpill::rows)
     }
 
     /// Appends `n_rows` cells in input column space. Row r holds the entries
@@ -683,6 +755,15 @@ impl DatasetWriter {
     /// called again (after setting overwrite, say).
     pub fn finish(&mut self) -> Result<()> {
         self.check_open("finish")?;
+        if let Some(obs) = &self.obs {
+            if obs.rows() != self.rows_appended {
+                return Err(Error::invalid_argument(format!(
+                    "finish: {} obs rows were appended for {} cells; there must be one per cell",
+                    obs.rows(),
+                    self.rows_appended
+                )));
+            }
+        }
         if self.pending.rows() > 0 {
             self.submit_pending()?;
         }
@@ -690,7 +771,40 @@ impl DatasetWriter {
         if !self.target_checked {
             self.check_target()?;
         }
-        let manifest = self.build_manifest()?;
+        let mut manifest = self.build_manifest()?;
+        if let Some(table) = &self.var_table {
+            var::write_table(
+                &self.tmp.join(paths::VAR_TABLE),
+                table,
+                self.gene_order.as_deref(),
+            )?;
+            manifest.has_var_table = true;
+        }
+        if let (Some(obs), None) = (&mut self.obs, &self.obs_written) {
+            let r = obs.write_shards(
+                &self.tmp,
+                &manifest.tile_cells,
+                self.opts.obs_tiles_per_file,
+            );
+            match r {
+                // Kept: a finish retried after a failed publish reuses the shards.
+                Ok(w) => self.obs_written = Some(w),
+                Err(e) => {
+                    self.state = State::Failed(e.message.clone());
+                    return Err(e);
+                }
+            }
+        }
+        if let Some(w) = &self.obs_written {
+            manifest.has_obs = true;
+            manifest.obs_tiles_per_file = Some(self.opts.obs_tiles_per_file);
+            manifest.obs_shard_bytes = Some(w.shard_bytes.clone());
+            manifest.obs_shard_sha256 = Some(w.shard_sha256.clone());
+            manifest.obs_fingerprint = Some(w.fingerprint.clone());
+            manifest
+                .validate()
+                .map_err(|e| Error::new(ErrorKind::Internal, e.message))?;
+        }
         if let Some(order) = &self.gene_order {
             write_synced(&self.tmp.join(paths::GENE_ORDER), &npy::write_i32(order))?;
         }

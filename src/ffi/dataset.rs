@@ -480,9 +480,12 @@ pub unsafe extern "C" fn dc_dataset_var_name(
     })
 }
 
-/// The gene table (`var.parquet`) as an Arrow stream. NOT IMPLEMENTED YET in this build:
-/// returns `DC_ERR_NOT_FOUND` if the dataset has no gene table and `DC_ERR_UNSUPPORTED`
-/// otherwise; `*out` is not written.
+/// The gene table (`var.parquet`: one row per output column, in output order, the pandas
+/// index as a column) as an Arrow stream written to `*out`. The caller owns the stream and
+/// calls its `release`; it stays valid after `dc_dataset_free`.
+///
+/// Errors: `DC_ERR_NOT_FOUND` (the dataset has no gene table), `DC_ERR_FORMAT` (the file is
+/// missing, unreadable, or does not have n_genes rows), `DC_ERR_IO`.
 ///
 /// # Safety
 /// `ds` is a live handle; `out` is writable.
@@ -495,29 +498,28 @@ pub unsafe extern "C" fn dc_dataset_var_table(
         if out.is_null() {
             return Err(null_arg("out"));
         }
-        if !h.inner.info().has_var_table {
-            return Err(Error::new(
-                ErrorKind::NotFound,
-                format!(
-                    "{}: the dataset has no gene table (has_var_table is false)",
-                    h.inner.root().display()
-                ),
-            ));
-        }
-        Err(Error::unsupported(
-            "dc_dataset_var_table: reading var.parquet is not implemented yet in this build",
-        ))
+        let reader = h.inner.var_table()?;
+        // SAFETY: checked non-NULL; the caller guarantees it is writable.
+        unsafe { write_out(out, FFI_ArrowArrayStream::new(reader)) };
+        Ok(())
     })
 }
 
-/// Obs columns (`columns[0..n_columns]`; NULL/0 = all) as an Arrow stream with one record
-/// batch per tile, in cell order. NOT IMPLEMENTED YET in this build: returns
-/// `DC_ERR_NOT_FOUND` if the dataset has no obs and `DC_ERR_UNSUPPORTED` otherwise; `*out` is
-/// not written.
+/// Obs columns `columns[0..n_columns]` (NULL or 0 = all, in schema order) as an Arrow
+/// stream written to `*out`: one record batch per tile, in cell order. Category columns
+/// arrive as dictionary arrays (int8/16/32 keys as stored, utf8 values = the global
+/// vocabulary; a missing value is null); numeric, bool and string columns as stored. The
+/// first request of a column copies it into the local cache (`dc_dataset_set_cache_dir`),
+/// later ones read it from there. The caller owns the stream and calls its `release`; it
+/// stays valid after `dc_dataset_free`.
+///
+/// Errors: `DC_ERR_NOT_FOUND` (no obs, or an unknown column: the message names it),
+/// `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, a column named twice), `DC_ERR_FORMAT` (the
+/// obs files disagree with the manifest), `DC_ERR_UNSUPPORTED`, `DC_ERR_IO`.
 ///
 /// # Safety
-/// `ds` is a live handle; `columns` is NULL or points to `n_columns` NUL-terminated strings;
-/// `out` is writable.
+/// `ds` is a live handle; `columns` is NULL or points to `n_columns` NUL-terminated
+/// strings; `out` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn dc_dataset_obs(
     ds: *mut dc_dataset,
@@ -525,23 +527,53 @@ pub unsafe extern "C" fn dc_dataset_obs(
     n_columns: usize,
     out: *mut FFI_ArrowArrayStream,
 ) -> dc_status {
-    let _ = (columns, n_columns);
     with_dataset(ds, |h| {
         if out.is_null() {
             return Err(null_arg("out"));
         }
-        if !h.inner.info().has_obs {
-            return Err(Error::new(
-                ErrorKind::NotFound,
-                format!(
-                    "{}: the dataset has no obs (has_obs is false)",
-                    h.inner.root().display()
-                ),
-            ));
-        }
-        Err(Error::unsupported(
-            "dc_dataset_obs: reading obs is not implemented yet in this build",
-        ))
+        let names = if columns.is_null() || n_columns == 0 {
+            None
+        } else {
+            // SAFETY: the caller provides n_columns string pointers.
+            let ptrs = unsafe { slice_in(columns, n_columns as u64, "columns")? };
+            Some(
+                ptrs.iter()
+                    .enumerate()
+                    // SAFETY: each pointer is NULL (rejected) or a NUL-terminated string.
+                    .map(|(i, &p)| unsafe { str_in(p, &format!("columns[{i}]")) })
+                    .collect::<Result<Vec<&str>>>()?,
+            )
+        };
+        let reader = h.inner.obs(names.as_deref())?;
+        // SAFETY: checked non-NULL; the caller guarantees it is writable.
+        unsafe { write_out(out, FFI_ArrowArrayStream::new(reader)) };
+        Ok(())
+    })
+}
+
+/// Sets the directory of the local obs column cache (columns go to
+/// `<dir>/<obs_fingerprint>/obs/`). NULL restores the default: `$DELTACELLS_CACHE`, else
+/// `$XDG_CACHE_HOME/deltacells`, else `~/.cache/deltacells`. A cache that cannot be
+/// written is no error: obs is then read from the dataset each time.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL handle, bad UTF-8).
+///
+/// # Safety
+/// `ds` is a live handle; `dir` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_set_cache_dir(
+    ds: *mut dc_dataset,
+    dir: *const c_char,
+) -> dc_status {
+    with_dataset(ds, |h| {
+        let dir = if dir.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL and NUL-terminated per the caller.
+            Some(std::path::PathBuf::from(unsafe { str_in(dir, "dir")? }))
+        };
+        h.inner.set_cache_dir(dir);
+        Ok(())
     })
 }
 

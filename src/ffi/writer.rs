@@ -2,7 +2,11 @@
 
 use std::ffi::c_char;
 
-use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
+use std::sync::Arc;
+
+use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::{Array, RecordBatch, RecordBatchOptions, StructArray};
+use arrow_schema::{DataType, Schema};
 
 use crate::dataset::{DatasetWriter, WriterOptions, MAX_CHUNKS};
 use crate::error::{Error, ErrorKind, Result};
@@ -32,6 +36,9 @@ pub const DC_WRITER_THREADS: dc_writer_param = 3;
 pub const DC_WRITER_OVERWRITE: dc_writer_param = 4;
 /// Tiles (row groups) per obs shard (>= 1), default 1000. Before the first append.
 pub const DC_WRITER_OBS_TILES_PER_FILE: dc_writer_param = 5;
+/// Text obs columns with more distinct values than this (>= 0) are stored as strings
+/// instead of categories; default 20000. Before the first `dc_writer_append_obs`.
+pub const DC_WRITER_OBS_MAX_CATEGORIES: dc_writer_param = 6;
 
 /// Runs `body` on a live writer: NULL is `DC_ERR_INVALID_ARGUMENT`, a poisoned writer
 /// `DC_ERR_STATE`; an internal error poisons it.
@@ -135,6 +142,11 @@ pub unsafe extern "C" fn dc_writer_set(
             DC_WRITER_OVERWRITE => w.set_overwrite(range("DC_WRITER_OVERWRITE", 0, 1)? == 1),
             DC_WRITER_OBS_TILES_PER_FILE => {
                 w.set_obs_tiles_per_file(range("DC_WRITER_OBS_TILES_PER_FILE", 1, i64::MAX)? as u64)
+            }
+            DC_WRITER_OBS_MAX_CATEGORIES => {
+                w.set_max_categories(
+                    range("DC_WRITER_OBS_MAX_CATEGORIES", 0, i32::MAX as i64)? as usize
+                )
             }
             _ => Err(Error::invalid_argument(format!(
                 "unknown dc_writer_param {p}"
@@ -249,34 +261,125 @@ pub unsafe extern "C" fn dc_writer_append_csr(
     })
 }
 
-/// Appends obs rows (one Arrow record batch per call, matching the rows of the
-/// corresponding `dc_writer_append_csr` call). NOT IMPLEMENTED YET in this build: always
-/// returns `DC_ERR_UNSUPPORTED`. As the contract says of input arrays, `batch` is moved
-/// into the library even then: it is released and marked released; `schema` is only
-/// borrowed.
+/// Takes ownership of a caller's `struct ArrowArray`: the caller's struct is marked
+/// released at once, whatever happens next (the Arrow C data interface's move semantics).
 ///
 /// # Safety
-/// `w` is a live writer; `batch` is NULL or a valid (possibly released) `struct ArrowArray`;
-/// `schema` is NULL or a valid `struct ArrowSchema`.
+/// `batch` is NULL or points to a valid (possibly released) `struct ArrowArray`.
+unsafe fn take_array(batch: *mut FFI_ArrowArray) -> Option<FFI_ArrowArray> {
+    if batch.is_null() {
+        return None;
+    }
+    // SAFETY: a valid ArrowArray per the caller; an empty (released) one is left behind,
+    // and the original's release callback runs once, when the returned value is dropped.
+    Some(unsafe { std::ptr::replace(batch, FFI_ArrowArray::empty()) })
+}
+
+/// Imports a record batch given as a struct array and its (borrowed) schema; the
+/// schema's metadata is kept. Every buffer is validated (a C caller's data is not trusted).
+///
+/// # Safety
+/// `schema` is NULL or a valid `struct ArrowSchema` describing `array`.
+unsafe fn import_batch(
+    array: Option<FFI_ArrowArray>,
+    schema: *const FFI_ArrowSchema,
+    what: &str,
+) -> Result<RecordBatch> {
+    let array = array.ok_or_else(|| null_arg(what))?;
+    // SAFETY: NULL or valid per the caller.
+    let schema = unsafe { schema.as_ref() }.ok_or_else(|| null_arg("schema"))?;
+    if array.is_released() {
+        return Err(Error::invalid_argument(format!(
+            "{what} is a released ArrowArray"
+        )));
+    }
+    let bad = |e: &dyn std::fmt::Display| Error::invalid_argument(format!("{what}: {e}"));
+    let dt = DataType::try_from(schema).map_err(|e| bad(&e))?;
+    if !matches!(dt, DataType::Struct(_)) {
+        return Err(Error::invalid_argument(format!(
+            "{what} must be a struct array (a record batch), got {dt}"
+        )));
+    }
+    let fields = Schema::try_from(schema).map_err(|e| bad(&e))?;
+    // SAFETY: the array and its schema come from the caller, who guarantees they agree;
+    // the data is fully validated below before any use.
+    let data = unsafe { from_ffi(array, schema) }.map_err(|e| bad(&e))?;
+    data.validate_full().map_err(|e| bad(&e))?;
+    if !matches!(data.data_type(), DataType::Struct(_)) {
+        return Err(Error::invalid_argument(format!(
+            "{what} must be a struct array (a record batch), got {}",
+            data.data_type()
+        )));
+    }
+    let st = StructArray::from(data);
+    if st.null_count() > 0 {
+        return Err(Error::invalid_argument(format!(
+            "{what}: the struct array has {} null rows; a record batch has none",
+            st.null_count()
+        )));
+    }
+    let n = st.len();
+    let (_, columns, _) = st.into_parts();
+    let opts = RecordBatchOptions::new().with_row_count(Some(n));
+    RecordBatch::try_new_with_options(Arc::new(fields), columns, &opts).map_err(|e| bad(&e))
+}
+
+/// Appends obs rows: one Arrow record batch (a struct array with its schema) per call. Row
+/// i overall describes cell i: batch boundaries need not match the `dc_writer_append_csr`
+/// calls, but at `dc_writer_finish` there must be exactly one obs row per cell. Every
+/// batch has the first one's columns (names, order, types). Text columns (utf8, large
+/// utf8, or dictionaries of them) are stored as categories over a global sorted
+/// vocabulary, or as strings when they have more than 20,000 distinct values
+/// (`DC_WRITER_OBS_MAX_CATEGORIES`); integers and floats as numeric; bool as bool.
+///
+/// `batch` is moved into the library (released, and the caller's struct marked
+/// released, even on error); `schema` is only borrowed.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, not a struct array, invalid buffers, an
+/// unsupported column type or a batch unlike the first; the message names the column),
+/// `DC_ERR_STATE` (after finish), `DC_ERR_IO`.
+///
+/// # Safety
+/// `w` is a live writer; `batch` is NULL or a valid `struct ArrowArray`; `schema` is NULL
+/// or a valid `struct ArrowSchema` describing it.
 #[no_mangle]
 pub unsafe extern "C" fn dc_writer_append_obs(
     w: *mut dc_writer,
     batch: *mut FFI_ArrowArray,
     schema: *mut FFI_ArrowSchema,
 ) -> dc_status {
-    let _ = schema;
-    guard(|| {
-        if !batch.is_null() {
-            // SAFETY: a valid ArrowArray per the caller; replacing it with an empty
-            // (released) one and dropping the original calls its release callback once.
-            drop(unsafe { std::ptr::replace(batch, FFI_ArrowArray::empty()) });
-        }
-        Ok(())
-    });
-    with_writer(w, |_| {
-        Err(Error::unsupported(
-            "dc_writer_append_obs: writing obs is not implemented yet in this build",
-        ))
+    // SAFETY: per the caller; taken first, so that it is released on every path.
+    let array = unsafe { take_array(batch) };
+    with_writer(w, move |w| {
+        // SAFETY: per the caller.
+        let b = unsafe { import_batch(array, schema, "batch")? };
+        w.append_obs(b)
+    })
+}
+
+/// Sets the gene table (`var.parquet`): a record batch of n_genes rows in input column
+/// order, written in output order (permuted by the gene order). Keep the pandas index as a
+/// column; a schema metadata entry `"pandas"` is written unchanged. Any time before
+/// finish (the last call wins). `table` is moved into the library like
+/// `dc_writer_append_obs`'s batch; `schema` is borrowed.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, not a struct array, row count != n_genes),
+/// `DC_ERR_STATE` (after finish).
+///
+/// # Safety
+/// As `dc_writer_append_obs`.
+#[no_mangle]
+pub unsafe extern "C" fn dc_writer_set_var_table(
+    w: *mut dc_writer,
+    table: *mut FFI_ArrowArray,
+    schema: *mut FFI_ArrowSchema,
+) -> dc_status {
+    // SAFETY: per the caller; taken first, so that it is released on every path.
+    let array = unsafe { take_array(table) };
+    with_writer(w, move |w| {
+        // SAFETY: per the caller.
+        let b = unsafe { import_batch(array, schema, "table")? };
+        w.set_var_table(b)
     })
 }
 

@@ -1,0 +1,122 @@
+//! `var.parquet`: the gene table, one row per output column, in output order (the writer
+//! applies the gene order). The pandas index travels as an ordinary column; a `pandas`
+//! schema-metadata entry, if the caller gives one, is written unchanged (in the Arrow
+//! schema and as parquet key-value metadata, where pyarrow looks for it).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
+use arrow_schema::{ArrowError, SchemaRef};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Checks a gene table given in input order.
+pub(crate) fn check_table(table: &RecordBatch, n_genes: u32) -> Result<()> {
+    if table.num_rows() != n_genes as usize {
+        return Err(Error::invalid_argument(format!(
+            "var table has {} rows, must have n_genes = {n_genes} (one per gene, in input order)",
+            table.num_rows()
+        )));
+    }
+    if table.num_columns() == 0 {
+        return Err(Error::invalid_argument("var table has no columns"));
+    }
+    Ok(())
+}
+
+/// Writes `table` (input order) to `path` in output order: row j is input row `order[j]`.
+pub(crate) fn write_table(path: &Path, table: &RecordBatch, order: Option<&[i32]>) -> Result<()> {
+    let bad = |e: &dyn std::fmt::Display| {
+        Error::invalid_argument(format!("var table: cannot be written as parquet: {e}"))
+    };
+    let table = match order {
+        Some(order) => {
+            let idx: UInt32Array = order.iter().map(|&g| g as u32).collect();
+            arrow_select::take::take_record_batch(table, &idx).map_err(|e| bad(&e))?
+        }
+        None => table.clone(),
+    };
+    let kv: Vec<KeyValue> = table
+        .schema()
+        .metadata()
+        .iter()
+        .filter(|(k, _)| k.as_str() == "pandas")
+        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+        .collect();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_key_value_metadata(if kv.is_empty() { None } else { Some(kv) })
+        .build();
+    let file = File::create(path).map_err(|e| Error::io(path, &e))?;
+    let mut w = ArrowWriter::try_new(BufWriter::new(file), table.schema(), Some(props))
+        .map_err(|e| bad(&e))?;
+    w.write(&table).map_err(|e| bad(&e))?;
+    let mut out = w
+        .into_inner()
+        .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", path.display())))?;
+    out.flush()
+        .and_then(|_| out.get_ref().sync_all())
+        .map_err(|e| Error::io(path, &e))
+}
+
+/// Opens `var.parquet` (which must hold `n_genes` rows) as a stream of record batches.
+pub(crate) fn read_table(path: &Path, n_genes: u64) -> Result<Box<dyn RecordBatchReader + Send>> {
+    let file = File::open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::format(format!(
+                "{}: missing, though the manifest's has_var_table is true",
+                path.display()
+            ))
+        } else {
+            Error::io(path, &e)
+        }
+    })?;
+    let what = path.display();
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| Error::format(format!("{what}: not a readable parquet file ({e})")))?;
+    let rows = builder.metadata().file_metadata().num_rows();
+    if rows < 0 || rows as u64 != n_genes {
+        return Err(Error::format(format!(
+            "{what}: {rows} rows, must be n_genes = {n_genes} (one per output column)"
+        )));
+    }
+    // The parquet reader's batches carry no schema metadata; the builder's schema does
+    // (the "pandas" entry among others).
+    let schema = builder.schema().clone();
+    let inner = builder
+        .with_batch_size(1 << 16)
+        .build()
+        .map_err(|e| Error::format(format!("{what}: {e}")))?;
+    Ok(Box::new(WithSchema { inner, schema }))
+}
+
+/// Batches of `inner`, relabelled with `schema` (same fields, plus metadata).
+struct WithSchema<R> {
+    inner: R,
+    schema: SchemaRef,
+}
+
+impl<R: Iterator<Item = std::result::Result<RecordBatch, ArrowError>>> Iterator for WithSchema<R> {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner
+            .next()
+            .map(|b| b.and_then(|b| b.with_schema(self.schema.clone())))
+    }
+}
+
+impl<R: Iterator<Item = std::result::Result<RecordBatch, ArrowError>>> RecordBatchReader
+    for WithSchema<R>
+{
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
