@@ -1,0 +1,582 @@
+// deltacells.hpp -- C++17 wrapper of the libdeltacells C API (include/deltacells.h).
+//
+// Header-only and logic-free: every class and function below calls exactly the C functions
+// it names and translates their conventions into C++ ones:
+//
+//   * a failing call throws deltacells::error, carrying the dc_status and dc_last_error();
+//   * handles (dc_dataset, dc_writer, dc_chromdata) and Arrow streams are RAII, move-only;
+//   * outputs come back as std::vector (CSR as struct Csr), strings as std::string.
+//
+// Link with deltacells::deltacells or deltacells::deltacells_static (CMake), or
+// `pkg-config --cflags --libs deltacells`. See docs/c-api.md for the rules of the C API
+// (ownership, threads, errors); they hold here unchanged.
+#ifndef DELTACELLS_HPP
+#define DELTACELLS_HPP
+
+#include "deltacells.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace deltacells {
+
+// ----------------------------------------------------------------------------------------
+// Errors and versions
+// ----------------------------------------------------------------------------------------
+
+/// Name of a status code, e.g. "DC_ERR_FORMAT" (dc_status_name).
+inline const char *status_name(dc_status s) noexcept { return dc_status_name(s); }
+
+/// The calling thread's last error message (dc_last_error).
+inline std::string last_error() { return dc_last_error(); }
+
+/// A failed libdeltacells call: status() is the dc_status, message() the library's one-line
+/// message, what() "<function>: <STATUS_NAME>: <message>".
+class error : public std::runtime_error {
+public:
+  error(dc_status status, const std::string &function, const std::string &message)
+      : std::runtime_error(function + ": " + dc_status_name(status) + ": " + message),
+        status_(status), message_(message) {}
+  dc_status status() const noexcept { return status_; }
+  const char *status_name() const noexcept { return dc_status_name(status_); }
+  const std::string &message() const noexcept { return message_; }
+
+private:
+  dc_status status_;
+  std::string message_;
+};
+
+/// A failing Arrow stream callback (get_schema / get_next): code() is its errno-style code.
+class arrow_error : public std::runtime_error {
+public:
+  arrow_error(int code, const std::string &message)
+      : std::runtime_error(message), code_(code) {}
+  int code() const noexcept { return code_; }
+
+private:
+  int code_;
+};
+
+namespace detail {
+// Throws on failure; the message is read at once, before any other dc_ call.
+inline void check(dc_status s, const char *function) {
+  if (s != DC_OK) throw error(s, function, dc_last_error());
+}
+
+template <class V> struct dtype_of;
+template <> struct dtype_of<int32_t> { static constexpr dc_dtype value = DC_INT32; };
+template <> struct dtype_of<float> { static constexpr dc_dtype value = DC_FLOAT32; };
+
+// Column lists as the C API takes them: NULL/0 for "all".
+struct cstrings {
+  explicit cstrings(const std::vector<std::string> &v) {
+    ptrs.reserve(v.size());
+    for (const auto &s : v) ptrs.push_back(s.c_str());
+  }
+  const char *const *data() const noexcept { return ptrs.empty() ? nullptr : ptrs.data(); }
+  size_t size() const noexcept { return ptrs.size(); }
+  std::vector<const char *> ptrs;
+};
+
+// Room for n elements, never a null pointer (the C API refuses NULL buffers when n is 0).
+template <class T> inline void size_buffer(std::vector<T> &v, uint64_t n) {
+  v.resize(static_cast<size_t>(n == 0 ? 1 : n));
+}
+} // namespace detail
+
+/// Library version "MAJOR.MINOR.PATCH" (dc_version).
+inline std::string version() { return dc_version(); }
+/// ABI version of the loaded library (dc_abi_version).
+inline uint32_t abi_version() noexcept { return dc_abi_version(); }
+/// True when the loaded library implements the ABI this header describes.
+inline bool abi_compatible() noexcept { return dc_abi_version() == DC_ABI_VERSION; }
+
+// ----------------------------------------------------------------------------------------
+// Spans and CSR matrices
+// ----------------------------------------------------------------------------------------
+
+/// A read-only view of contiguous elements (a C++17 stand-in for std::span<const T>).
+template <class T> class view {
+public:
+  constexpr view() noexcept = default;
+  constexpr view(const T *data, size_t size) noexcept : data_(data), size_(size) {}
+  view(const std::vector<T> &v) noexcept : data_(v.data()), size_(v.size()) {}
+  template <size_t N> constexpr view(const std::array<T, N> &a) noexcept : data_(a.data()), size_(N) {}
+  template <size_t N> constexpr view(const T (&a)[N]) noexcept : data_(a), size_(N) {}
+  constexpr const T *data() const noexcept { return data_; }
+  constexpr size_t size() const noexcept { return size_; }
+
+private:
+  const T *data_ = nullptr;
+  size_t size_ = 0;
+};
+
+/// Compressed sparse rows: row i holds entries indptr[i] .. indptr[i+1]-1 of indices/values.
+template <class V> struct BasicCsr {
+  std::vector<int64_t> indptr;  // n_rows + 1, starting at 0
+  std::vector<int32_t> indices; // column (gene) of each entry, increasing within a row
+  std::vector<V> values;        // counts
+  size_t n_rows() const noexcept { return indptr.empty() ? 0 : indptr.size() - 1; }
+  size_t nnz() const noexcept { return indices.size(); }
+};
+using Csr = BasicCsr<int32_t>;
+using CsrF32 = BasicCsr<float>;
+
+// ----------------------------------------------------------------------------------------
+// Arrow C data / stream interface owners
+// ----------------------------------------------------------------------------------------
+
+/// Owns a struct ArrowSchema; releases it on destruction. Move-only.
+class ArrowSchemaOwner {
+public:
+  ArrowSchemaOwner() noexcept { s_.release = nullptr; }
+  ~ArrowSchemaOwner() { reset(); }
+  ArrowSchemaOwner(ArrowSchemaOwner &&o) noexcept : s_(o.s_) { o.s_.release = nullptr; }
+  ArrowSchemaOwner &operator=(ArrowSchemaOwner &&o) noexcept {
+    if (this != &o) { reset(); s_ = o.s_; o.s_.release = nullptr; }
+    return *this;
+  }
+  ArrowSchemaOwner(const ArrowSchemaOwner &) = delete;
+  ArrowSchemaOwner &operator=(const ArrowSchemaOwner &) = delete;
+  void reset() noexcept { if (s_.release) s_.release(&s_); s_.release = nullptr; }
+  bool valid() const noexcept { return s_.release != nullptr; }
+  struct ArrowSchema *get() noexcept { return &s_; }
+  const struct ArrowSchema *operator->() const noexcept { return &s_; }
+
+private:
+  struct ArrowSchema s_;
+};
+
+/// Owns a struct ArrowArray; releases it on destruction unless it was moved into the library
+/// (which marks it released). Move-only.
+class ArrowArrayOwner {
+public:
+  ArrowArrayOwner() noexcept { a_.release = nullptr; }
+  ~ArrowArrayOwner() { reset(); }
+  ArrowArrayOwner(ArrowArrayOwner &&o) noexcept : a_(o.a_) { o.a_.release = nullptr; }
+  ArrowArrayOwner &operator=(ArrowArrayOwner &&o) noexcept {
+    if (this != &o) { reset(); a_ = o.a_; o.a_.release = nullptr; }
+    return *this;
+  }
+  ArrowArrayOwner(const ArrowArrayOwner &) = delete;
+  ArrowArrayOwner &operator=(const ArrowArrayOwner &) = delete;
+  void reset() noexcept { if (a_.release) a_.release(&a_); a_.release = nullptr; }
+  bool valid() const noexcept { return a_.release != nullptr; }
+  struct ArrowArray *get() noexcept { return &a_; }
+  const struct ArrowArray *operator->() const noexcept { return &a_; }
+
+private:
+  struct ArrowArray a_;
+};
+
+/// Owns a struct ArrowArrayStream (as returned by the library) and calls its release on
+/// destruction. Move-only. It stays valid after the handle that produced it is freed.
+class ArrowStream {
+public:
+  ArrowStream() noexcept { s_.release = nullptr; }
+  /// Takes ownership of *raw (which is then marked released).
+  explicit ArrowStream(struct ArrowArrayStream *raw) noexcept : s_(*raw) { raw->release = nullptr; }
+  ~ArrowStream() { reset(); }
+  ArrowStream(ArrowStream &&o) noexcept : s_(o.s_) { o.s_.release = nullptr; }
+  ArrowStream &operator=(ArrowStream &&o) noexcept {
+    if (this != &o) { reset(); s_ = o.s_; o.s_.release = nullptr; }
+    return *this;
+  }
+  ArrowStream(const ArrowStream &) = delete;
+  ArrowStream &operator=(const ArrowStream &) = delete;
+
+  bool valid() const noexcept { return s_.release != nullptr; }
+  void reset() noexcept { if (s_.release) s_.release(&s_); s_.release = nullptr; }
+  /// The C struct, still owned by this object (e.g. to hand to nanoarrow / Arrow C++ import,
+  /// which then marks it released).
+  struct ArrowArrayStream *get() noexcept { return &s_; }
+  /// Gives up ownership: the returned struct must be released by the caller.
+  struct ArrowArrayStream release() noexcept { struct ArrowArrayStream s = s_; s_.release = nullptr; return s; }
+
+  /// The stream's schema (get_schema).
+  ArrowSchemaOwner schema() {
+    require_valid();
+    ArrowSchemaOwner out;
+    int rc = s_.get_schema(&s_, out.get());
+    if (rc != 0) throw arrow_error(rc, stream_message("get_schema", rc));
+    return out;
+  }
+  /// The next record batch (a struct array) into `out`; false at the end of the stream.
+  bool next(ArrowArrayOwner &out) {
+    require_valid();
+    out.reset();
+    int rc = s_.get_next(&s_, out.get());
+    if (rc != 0) throw arrow_error(rc, stream_message("get_next", rc));
+    return out.valid();
+  }
+
+private:
+  void require_valid() const {
+    if (!valid()) throw std::logic_error("deltacells::ArrowStream: the stream was released or moved from");
+  }
+  std::string stream_message(const char *what, int rc) {
+    const char *m = s_.get_last_error ? s_.get_last_error(&s_) : nullptr;
+    return std::string("ArrowArrayStream.") + what + " failed (" + std::to_string(rc) + ")" +
+           (m ? std::string(": ") + m : std::string());
+  }
+  struct ArrowArrayStream s_;
+};
+
+// ----------------------------------------------------------------------------------------
+// Tiles (§2)
+// ----------------------------------------------------------------------------------------
+
+/// Validates a tile and returns its summary (dc_tile_inspect).
+inline dc_tile_info tile_inspect(view<uint8_t> blob, bool verify_crc = true) {
+  dc_tile_info info{};
+  detail::check(dc_tile_inspect(blob.data(), blob.size(), verify_crc ? 1 : 0, &info), "dc_tile_inspect");
+  return info;
+}
+
+/// Decodes a whole tile (dc_tile_decode) into CSR with values of type V (int32_t or float).
+template <class V = int32_t>
+inline BasicCsr<V> tile_decode(view<uint8_t> blob, uint32_t n_threads = 0, bool verify_crc = true) {
+  dc_tile_info info = tile_inspect(blob, verify_crc);
+  BasicCsr<V> out;
+  out.indptr.resize(static_cast<size_t>(info.n_cells + 1));
+  detail::size_buffer(out.indices, info.nnz);
+  detail::size_buffer(out.values, info.nnz);
+  uint64_t nnz = 0;
+  detail::check(dc_tile_decode(blob.data(), blob.size(), n_threads, verify_crc ? 1 : 0,
+                               detail::dtype_of<V>::value, out.indptr.data(), out.indices.data(),
+                               out.values.data(), info.nnz, &nnz),
+                "dc_tile_decode");
+  out.indices.resize(static_cast<size_t>(nnz));
+  out.values.resize(static_cast<size_t>(nnz));
+  return out;
+}
+
+/// Encodes one tile from CSR rows (dc_tile_encode); returns the tile's bytes.
+inline std::vector<uint8_t> tile_encode(uint64_t n_cells, uint32_t n_genes, const int64_t *indptr,
+                                        const int32_t *indices, const int32_t *values,
+                                        int32_t zstd_level = 19, uint32_t n_chunks = 0,
+                                        uint32_t n_threads = 0) {
+  uint8_t *blob = nullptr;
+  size_t len = 0;
+  detail::check(dc_tile_encode(n_cells, n_genes, indptr, indices, values, zstd_level, n_chunks,
+                               n_threads, &blob, &len),
+                "dc_tile_encode");
+  struct guard { uint8_t *p; size_t n; ~guard() { dc_bytes_free(p, n); } } g{blob, len};
+  return std::vector<uint8_t>(blob, blob + len);
+}
+
+/// Encodes a Csr (rows = cells) as one tile.
+inline std::vector<uint8_t> tile_encode(const Csr &m, uint32_t n_genes, int32_t zstd_level = 19,
+                                        uint32_t n_chunks = 0, uint32_t n_threads = 0) {
+  if (m.indptr.empty()) throw std::invalid_argument("deltacells::tile_encode: empty indptr");
+  return tile_encode(m.n_rows(), n_genes, m.indptr.data(), m.indices.data(), m.values.data(),
+                     zstd_level, n_chunks, n_threads);
+}
+
+// ----------------------------------------------------------------------------------------
+// Datasets, reading (§3)
+// ----------------------------------------------------------------------------------------
+
+/// Cells and nonzeros of one tile (dc_dataset_tile_bounds).
+struct TileBounds {
+  uint64_t first_cell;
+  uint64_t n_cells;
+  uint64_t nnz;
+};
+
+/// An open dataset (dc_dataset). Move-only; may be used from several threads at once.
+class Dataset {
+public:
+  /// Opens and validates a dataset directory (dc_dataset_open).
+  explicit Dataset(const std::string &path) {
+    detail::check(dc_dataset_open(path.c_str(), &h_), "dc_dataset_open");
+  }
+  /// Takes ownership of a handle from dc_dataset_open.
+  static Dataset adopt(dc_dataset *h) noexcept { return Dataset(h); }
+  ~Dataset() { dc_dataset_free(h_); }
+  Dataset(Dataset &&o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Dataset &operator=(Dataset &&o) noexcept {
+    if (this != &o) { dc_dataset_free(h_); h_ = std::exchange(o.h_, nullptr); }
+    return *this;
+  }
+  Dataset(const Dataset &) = delete;
+  Dataset &operator=(const Dataset &) = delete;
+
+  dc_dataset *get() const noexcept { return h_; }
+  /// Gives up ownership of the handle (the caller frees it with dc_dataset_free).
+  dc_dataset *release() noexcept { return std::exchange(h_, nullptr); }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+
+  /// dc_dataset_set (DC_DATASET_THREADS, DC_DATASET_TILE_CACHE, DC_DATASET_VERIFY_CRC).
+  void set(dc_dataset_param p, int64_t value) { detail::check(dc_dataset_set(h_, p, value), "dc_dataset_set"); }
+  /// dc_dataset_set_cache_dir; an empty string restores the default location.
+  void set_cache_dir(const std::string &dir) {
+    detail::check(dc_dataset_set_cache_dir(h_, dir.empty() ? nullptr : dir.c_str()), "dc_dataset_set_cache_dir");
+  }
+  /// dc_dataset_info_get.
+  dc_dataset_info info() const {
+    dc_dataset_info out{};
+    detail::check(dc_dataset_info_get(h_, &out), "dc_dataset_info_get");
+    return out;
+  }
+  uint64_t n_cells() const { return info().n_cells; }
+  uint32_t n_genes() const { return info().n_genes; }
+
+  /// dc_dataset_tile_bounds.
+  TileBounds tile_bounds(uint64_t tile) const {
+    TileBounds b{};
+    detail::check(dc_dataset_tile_bounds(h_, tile, &b.first_cell, &b.n_cells, &b.nnz), "dc_dataset_tile_bounds");
+    return b;
+  }
+  /// dc_dataset_read_tile: the tile's cells as CSR (indptr local to the tile).
+  template <class V = int32_t> BasicCsr<V> read_tile(uint64_t tile) {
+    TileBounds b = tile_bounds(tile);
+    BasicCsr<V> out;
+    out.indptr.resize(static_cast<size_t>(b.n_cells + 1));
+    detail::size_buffer(out.indices, b.nnz);
+    detail::size_buffer(out.values, b.nnz);
+    uint64_t nnz = 0;
+    detail::check(dc_dataset_read_tile(h_, tile, detail::dtype_of<V>::value, out.indptr.data(),
+                                       out.indices.data(), out.values.data(), b.nnz, &nnz),
+                  "dc_dataset_read_tile");
+    out.indices.resize(static_cast<size_t>(nnz));
+    out.values.resize(static_cast<size_t>(nnz));
+    return out;
+  }
+  /// dc_dataset_batch_nnz: the nonzeros a gather of these cells returns.
+  uint64_t batch_nnz(view<uint64_t> cells) {
+    uint64_t nnz = 0;
+    detail::check(dc_dataset_batch_nnz(h_, cells.data(), cells.size(), &nnz), "dc_dataset_batch_nnz");
+    return nnz;
+  }
+  /// dc_dataset_gather: row i of the result is cell cells[i] (any order, repeats allowed).
+  template <class V = int32_t> BasicCsr<V> gather(view<uint64_t> cells) {
+    uint64_t need = batch_nnz(cells);
+    BasicCsr<V> out;
+    out.indptr.resize(cells.size() + 1);
+    detail::size_buffer(out.indices, need);
+    detail::size_buffer(out.values, need);
+    uint64_t nnz = 0;
+    detail::check(dc_dataset_gather(h_, cells.data(), cells.size(), detail::dtype_of<V>::value,
+                                    out.indptr.data(), out.indices.data(), out.values.data(), need, &nnz),
+                  "dc_dataset_gather");
+    out.indices.resize(static_cast<size_t>(nnz));
+    out.values.resize(static_cast<size_t>(nnz));
+    return out;
+  }
+  template <class V = int32_t> BasicCsr<V> gather(const uint64_t *cells, size_t n) {
+    return gather<V>(view<uint64_t>(cells, n));
+  }
+
+  /// dc_dataset_gene_order: output column j was input column result[j].
+  std::vector<int32_t> gene_order() const {
+    std::vector<int32_t> out(n_genes());
+    detail::check(dc_dataset_gene_order(h_, out.data(), out.size()), "dc_dataset_gene_order");
+    return out;
+  }
+  /// dc_dataset_var_name: the name of output column `gene`.
+  std::string var_name(uint32_t gene) const {
+    const char *name = nullptr;
+    detail::check(dc_dataset_var_name(h_, gene, &name), "dc_dataset_var_name");
+    return name;
+  }
+  /// All gene names, in output column order (dc_dataset_var_name for each column).
+  std::vector<std::string> var_names() const {
+    uint32_t n = n_genes();
+    std::vector<std::string> out;
+    out.reserve(n);
+    for (uint32_t g = 0; g < n; g++) out.push_back(var_name(g));
+    return out;
+  }
+  /// dc_dataset_var_table: the gene table as an Arrow stream.
+  ArrowStream var_table() {
+    struct ArrowArrayStream s;
+    detail::check(dc_dataset_var_table(h_, &s), "dc_dataset_var_table");
+    return ArrowStream(&s);
+  }
+  /// dc_dataset_obs: obs columns (empty = all) as an Arrow stream, one batch per tile.
+  ArrowStream obs(const std::vector<std::string> &columns = {}) {
+    detail::cstrings c(columns);
+    struct ArrowArrayStream s;
+    detail::check(dc_dataset_obs(h_, c.data(), c.size(), &s), "dc_dataset_obs");
+    return ArrowStream(&s);
+  }
+
+private:
+  explicit Dataset(dc_dataset *h) noexcept : h_(h) {}
+  dc_dataset *h_ = nullptr;
+};
+
+// ----------------------------------------------------------------------------------------
+// Datasets, writing (§4)
+// ----------------------------------------------------------------------------------------
+
+/// A dataset being written (dc_writer). Move-only; one thread at a time. Destroying it
+/// without finish() abandons the write (nothing appears at the target).
+class Writer {
+public:
+  /// dc_writer_create.
+  Writer(const std::string &path, uint32_t n_genes) {
+    detail::check(dc_writer_create(path.c_str(), n_genes, &h_), "dc_writer_create");
+  }
+  static Writer adopt(dc_writer *h) noexcept { return Writer(h); }
+  ~Writer() { dc_writer_free(h_); }
+  Writer(Writer &&o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Writer &operator=(Writer &&o) noexcept {
+    if (this != &o) { dc_writer_free(h_); h_ = std::exchange(o.h_, nullptr); }
+    return *this;
+  }
+  Writer(const Writer &) = delete;
+  Writer &operator=(const Writer &) = delete;
+
+  dc_writer *get() const noexcept { return h_; }
+  dc_writer *release() noexcept { return std::exchange(h_, nullptr); }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+
+  /// dc_writer_set (DC_WRITER_*).
+  void set(dc_writer_param p, int64_t value) { detail::check(dc_writer_set(h_, p, value), "dc_writer_set"); }
+  /// dc_writer_set_gene_order: output column j = input column order[j].
+  void set_gene_order(view<int32_t> order) {
+    detail::check(dc_writer_set_gene_order(h_, order.data(), order.size()), "dc_writer_set_gene_order");
+  }
+  /// dc_writer_set_var_names, in input column order.
+  void set_var_names(const std::vector<std::string> &names) {
+    detail::cstrings c(names);
+    detail::check(dc_writer_set_var_names(h_, c.data(), c.size()), "dc_writer_set_var_names");
+  }
+  /// dc_writer_append_csr: n_rows cells in input column space.
+  void append_csr(uint64_t n_rows, const int64_t *indptr, const int32_t *indices, const int32_t *values) {
+    detail::check(dc_writer_append_csr(h_, n_rows, indptr, indices, values), "dc_writer_append_csr");
+  }
+  void append_csr(const Csr &rows) {
+    if (rows.indptr.empty()) throw std::invalid_argument("deltacells::Writer::append_csr: empty indptr");
+    append_csr(rows.n_rows(), rows.indptr.data(), rows.indices.data(), rows.values.data());
+  }
+  /// dc_writer_append_obs: `batch` is moved into the library (released even on error);
+  /// `schema` is only borrowed.
+  void append_obs(struct ArrowArray *batch, struct ArrowSchema *schema) {
+    detail::check(dc_writer_append_obs(h_, batch, schema), "dc_writer_append_obs");
+  }
+  void append_obs(ArrowArrayOwner &batch, ArrowSchemaOwner &schema) { append_obs(batch.get(), schema.get()); }
+  /// dc_writer_set_var_table: `table` is moved into the library; `schema` borrowed.
+  void set_var_table(struct ArrowArray *table, struct ArrowSchema *schema) {
+    detail::check(dc_writer_set_var_table(h_, table, schema), "dc_writer_set_var_table");
+  }
+  void set_var_table(ArrowArrayOwner &table, ArrowSchemaOwner &schema) { set_var_table(table.get(), schema.get()); }
+  /// dc_writer_finish: the dataset appears complete, atomically.
+  void finish() { detail::check(dc_writer_finish(h_), "dc_writer_finish"); }
+
+private:
+  explicit Writer(dc_writer *h) noexcept : h_(h) {}
+  dc_writer *h_ = nullptr;
+};
+
+// ----------------------------------------------------------------------------------------
+// ChromData stores, reading (§5)
+// ----------------------------------------------------------------------------------------
+
+/// An open ChromData store (dc_chromdata). Move-only; may be used from several threads.
+class ChromData {
+public:
+  /// dc_chromdata_open: a *.chromdata.zarr directory or a .cdz file.
+  explicit ChromData(const std::string &path) {
+    detail::check(dc_chromdata_open(path.c_str(), &h_), "dc_chromdata_open");
+  }
+  static ChromData adopt(dc_chromdata *h) noexcept { return ChromData(h); }
+  ~ChromData() { dc_chromdata_free(h_); }
+  ChromData(ChromData &&o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  ChromData &operator=(ChromData &&o) noexcept {
+    if (this != &o) { dc_chromdata_free(h_); h_ = std::exchange(o.h_, nullptr); }
+    return *this;
+  }
+  ChromData(const ChromData &) = delete;
+  ChromData &operator=(const ChromData &) = delete;
+
+  dc_chromdata *get() const noexcept { return h_; }
+  dc_chromdata *release() noexcept { return std::exchange(h_, nullptr); }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+
+  /// dc_chromdata_info_get.
+  dc_chromdata_info info() const {
+    dc_chromdata_info out{};
+    detail::check(dc_chromdata_info_get(h_, &out), "dc_chromdata_info_get");
+    return out;
+  }
+  /// dc_chromdata_table: "bins", "bin_tracks", "traces", "cells", "intervals/<key>", "points/<key>".
+  ArrowStream table(const std::string &name) {
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_table(h_, name.c_str(), &s), "dc_chromdata_table");
+    return ArrowStream(&s);
+  }
+  /// dc_chromdata_keys: original keys of a kind ("layers", "intervals", ...).
+  ArrowStream keys(const std::string &kind) {
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_keys(h_, kind.c_str(), &s), "dc_chromdata_keys");
+    return ArrowStream(&s);
+  }
+  /// dc_chromdata_categories: the category list of a coded column.
+  ArrowStream categories(const std::string &table, const std::string &column) {
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_categories(h_, table.c_str(), column.c_str(), &s), "dc_chromdata_categories");
+    return ArrowStream(&s);
+  }
+  /// dc_chromdata_get_trace (columns empty = all; {"coords"} = keys + x, y, z).
+  ArrowStream get_trace(const std::string &trace_id, const std::vector<std::string> &columns = {}) {
+    detail::cstrings c(columns);
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_get_trace(h_, trace_id.c_str(), c.data(), c.size(), &s), "dc_chromdata_get_trace");
+    return ArrowStream(&s);
+  }
+  /// dc_chromdata_get_cell.
+  ArrowStream get_cell(const std::string &cell_id, const std::vector<std::string> &columns = {}) {
+    detail::cstrings c(columns);
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_get_cell(h_, cell_id.c_str(), c.data(), c.size(), &s), "dc_chromdata_get_cell");
+    return ArrowStream(&s);
+  }
+  /// dc_chromdata_get_chrom.
+  ArrowStream get_chrom(const std::string &chrom, const std::vector<std::string> &columns = {}) {
+    detail::cstrings c(columns);
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_get_chrom(h_, chrom.c_str(), c.data(), c.size(), &s), "dc_chromdata_get_chrom");
+    return ArrowStream(&s);
+  }
+  /// dc_chromdata_iter_traces: batches of `batch` whole runs.
+  ArrowStream iter_traces(uint64_t batch, const std::vector<std::string> &columns = {}) {
+    detail::cstrings c(columns);
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_iter_traces(h_, batch, c.data(), c.size(), &s), "dc_chromdata_iter_traces");
+    return ArrowStream(&s);
+  }
+  /// dc_chromdata_iter_cells: batches of `batch` cell segments.
+  ArrowStream iter_cells(uint64_t batch, const std::vector<std::string> &columns = {}) {
+    detail::cstrings c(columns);
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_iter_cells(h_, batch, c.data(), c.size(), &s), "dc_chromdata_iter_cells");
+    return ArrowStream(&s);
+  }
+  /// dc_chromdata_read_spots: the whole spot table (original_order: as written).
+  ArrowStream read_spots(bool original_order = false, const std::vector<std::string> &columns = {}) {
+    detail::cstrings c(columns);
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_read_spots(h_, original_order ? 1 : 0, c.data(), c.size(), &s),
+                  "dc_chromdata_read_spots");
+    return ArrowStream(&s);
+  }
+
+private:
+  explicit ChromData(dc_chromdata *h) noexcept : h_(h) {}
+  dc_chromdata *h_ = nullptr;
+};
+
+// TODO(§6): ChromDataWriter (dc_chromdata_writer_*) once the writer lands in the C API.
+
+} // namespace deltacells
+
+#endif // DELTACELLS_HPP

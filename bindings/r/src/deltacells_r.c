@@ -1,0 +1,925 @@
+/*
+ * deltacells_r.c -- the .Call shim between R and the libdeltacells C API.
+ *
+ * This file is the only code that calls the R API. It holds no logic of the formats: it
+ * converts R objects to C arguments, calls one library function, and converts the results
+ * (CSR buffers, Arrow C streams) to R objects.
+ *
+ * Error rule: an R error (a longjmp) is raised only after the library call has returned,
+ * with the status and message copied first (dcr_fail). Library resources that an R
+ * allocation failure could strand -- handles, Arrow streams and batches -- are held by
+ * external pointers with finalizers, so the garbage collector releases them if a longjmp
+ * skips the explicit release.
+ */
+#define R_NO_REMAP
+#include <R.h>
+#include <R_ext/Rdynload.h>
+#include <Rinternals.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deltacells.h"
+
+static SEXP dcr_namespace = NULL;
+
+/* Raises a "deltacells_error" condition (R function .dc_stop) with the status and the
+ * message `msg` (a CHARSXP copied from dc_last_error() right after the failing call). */
+static void dcr_raise(dc_status s, const char *function, SEXP msg)
+{
+  PROTECT(msg);
+  SEXP status = PROTECT(Rf_ScalarInteger(s));
+  SEXP name = PROTECT(Rf_mkString(dc_status_name(s)));
+  SEXP text = PROTECT(Rf_ScalarString(msg));
+  SEXP fn = PROTECT(Rf_mkString(function));
+  SEXP call = PROTECT(Rf_lang5(Rf_install(".dc_stop"), status, name, text, fn));
+  Rf_eval(call, dcr_namespace ? dcr_namespace : R_GlobalEnv);
+  UNPROTECT(6); /* not reached: .dc_stop signals an error */
+  Rf_error("%s: %s", function, dc_status_name(s));
+}
+
+/* Called only after the failing dc_ call returned: copies its message, then raises. */
+static void dcr_fail(dc_status s, const char *function)
+{
+  dcr_raise(s, function, Rf_mkCharCE(dc_last_error(), CE_UTF8));
+}
+
+#define DCR_CHECK(call, name)                                                               \
+  do {                                                                                      \
+    dc_status dcr_s_ = (call);                                                              \
+    if (dcr_s_ != DC_OK) dcr_fail(dcr_s_, name);                                            \
+  } while (0)
+
+/* ---------------------------------------------------------------------------------------
+ * Handles as external pointers
+ * ------------------------------------------------------------------------------------- */
+
+static void dataset_finalizer(SEXP p)
+{
+  dc_dataset_free((dc_dataset *)R_ExternalPtrAddr(p));
+  R_ClearExternalPtr(p);
+}
+
+static void chromdata_finalizer(SEXP p)
+{
+  dc_chromdata_free((dc_chromdata *)R_ExternalPtrAddr(p));
+  R_ClearExternalPtr(p);
+}
+
+static void writer_finalizer(SEXP p)
+{
+  dc_writer_free((dc_writer *)R_ExternalPtrAddr(p));
+  R_ClearExternalPtr(p);
+}
+
+static void *handle(SEXP p, const char *tag)
+{
+  if (TYPEOF(p) != EXTPTRSXP || R_ExternalPtrTag(p) != Rf_install(tag))
+    Rf_error("expected a %s handle", tag);
+  void *h = R_ExternalPtrAddr(p);
+  if (!h) Rf_error("the %s handle was closed", tag);
+  return h;
+}
+
+static const char *string_arg(SEXP s, const char *what)
+{
+  if (!Rf_isString(s) || XLENGTH(s) != 1 || STRING_ELT(s, 0) == NA_STRING)
+    Rf_error("'%s' must be a single string", what);
+  return Rf_translateCharUTF8(STRING_ELT(s, 0));
+}
+
+/* A character vector (or NULL) as a C array of UTF-8 strings (R_alloc: freed by R). */
+static const char *const *strings_arg(SEXP s, size_t *n, const char *what)
+{
+  *n = 0;
+  if (Rf_isNull(s)) return NULL;
+  if (!Rf_isString(s)) Rf_error("'%s' must be a character vector or NULL", what);
+  *n = (size_t)XLENGTH(s);
+  if (*n == 0) return NULL;
+  const char **out = (const char **)R_alloc(*n, sizeof *out);
+  for (size_t i = 0; i < *n; i++) {
+    if (STRING_ELT(s, i) == NA_STRING) Rf_error("'%s' must not contain NA", what);
+    out[i] = Rf_translateCharUTF8(STRING_ELT(s, i));
+  }
+  return out;
+}
+
+static SEXP dcr_open(SEXP path)
+{
+  dc_dataset *ds = NULL;
+  DCR_CHECK(dc_dataset_open(string_arg(path, "path"), &ds), "dc_dataset_open");
+  SEXP p = PROTECT(R_MakeExternalPtr(ds, Rf_install("deltacells_dataset"), R_NilValue));
+  R_RegisterCFinalizerEx(p, dataset_finalizer, TRUE);
+  UNPROTECT(1);
+  return p;
+}
+
+static SEXP dcr_close(SEXP p)
+{
+  if (TYPEOF(p) == EXTPTRSXP) {
+    SEXP tag = R_ExternalPtrTag(p);
+    if (tag == Rf_install("deltacells_dataset")) dataset_finalizer(p);
+    else if (tag == Rf_install("deltacells_chromdata")) chromdata_finalizer(p);
+  }
+  return R_NilValue;
+}
+
+static SEXP named_list(int n, const char **names)
+{
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, n));
+  SEXP nm = PROTECT(Rf_allocVector(STRSXP, n));
+  for (int i = 0; i < n; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
+  Rf_setAttrib(out, R_NamesSymbol, nm);
+  UNPROTECT(2);
+  return out;
+}
+
+static SEXP dcr_info(SEXP p)
+{
+  dc_dataset_info info;
+  DCR_CHECK(dc_dataset_info_get((dc_dataset *)handle(p, "deltacells_dataset"), &info),
+            "dc_dataset_info_get");
+  const char *names[] = {"n_cells", "n_genes", "version", "n_tiles", "tile_size", "nnz",
+                         "has_gene_order", "has_var_names", "has_var_table", "has_obs"};
+  SEXP out = PROTECT(named_list(10, names));
+  SET_VECTOR_ELT(out, 0, Rf_ScalarReal((double)info.n_cells));
+  SET_VECTOR_ELT(out, 1, Rf_ScalarReal((double)info.n_genes));
+  SET_VECTOR_ELT(out, 2, Rf_ScalarInteger((int)info.version));
+  SET_VECTOR_ELT(out, 3, Rf_ScalarReal((double)info.n_tiles));
+  SET_VECTOR_ELT(out, 4, Rf_ScalarReal((double)info.tile_size));
+  SET_VECTOR_ELT(out, 5, Rf_ScalarReal((double)info.nnz));
+  SET_VECTOR_ELT(out, 6, Rf_ScalarLogical(info.has_gene_order != 0));
+  SET_VECTOR_ELT(out, 7, Rf_ScalarLogical(info.has_var_names != 0));
+  SET_VECTOR_ELT(out, 8, Rf_ScalarLogical(info.has_var_table != 0));
+  SET_VECTOR_ELT(out, 9, Rf_ScalarLogical(info.has_obs != 0));
+  UNPROTECT(1);
+  return out;
+}
+
+static SEXP dcr_set(SEXP p, SEXP param, SEXP value)
+{
+  DCR_CHECK(dc_dataset_set((dc_dataset *)handle(p, "deltacells_dataset"), Rf_asInteger(param),
+                           (int64_t)Rf_asReal(value)),
+            "dc_dataset_set");
+  return R_NilValue;
+}
+
+static SEXP dcr_genes(SEXP p)
+{
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  dc_dataset_info info;
+  DCR_CHECK(dc_dataset_info_get(ds, &info), "dc_dataset_info_get");
+  SEXP out = PROTECT(Rf_allocVector(STRSXP, info.n_genes));
+  for (uint32_t g = 0; g < info.n_genes; g++) {
+    const char *name = NULL;
+    DCR_CHECK(dc_dataset_var_name(ds, g, &name), "dc_dataset_var_name");
+    SET_STRING_ELT(out, g, Rf_mkCharCE(name, CE_UTF8));
+  }
+  UNPROTECT(1);
+  return out;
+}
+
+static SEXP dcr_gene_order(SEXP p)
+{
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  dc_dataset_info info;
+  DCR_CHECK(dc_dataset_info_get(ds, &info), "dc_dataset_info_get");
+  SEXP out = PROTECT(Rf_allocVector(INTSXP, info.n_genes));
+  DCR_CHECK(dc_dataset_gene_order(ds, INTEGER(out), info.n_genes), "dc_dataset_gene_order");
+  UNPROTECT(1);
+  return out;
+}
+
+/* Cells (1-based doubles) -> list(p, i, x): CSR rows = cells, i.e. the CSC slots of the
+ * genes x cells matrix. */
+static SEXP dcr_read_cells(SEXP p, SEXP cells)
+{
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  if (!Rf_isReal(cells)) Rf_error("'cells' must be numeric");
+  R_xlen_t n = XLENGTH(cells);
+  uint64_t *c = (uint64_t *)R_alloc(n ? n : 1, sizeof *c);
+  for (R_xlen_t k = 0; k < n; k++) {
+    double v = REAL(cells)[k];
+    if (!(v >= 1) || v != (double)(uint64_t)v) Rf_error("cells[%ld] is not a positive integer", (long)k + 1);
+    c[k] = (uint64_t)v - 1;
+  }
+  uint64_t nnz = 0;
+  DCR_CHECK(dc_dataset_batch_nnz(ds, c, (size_t)n, &nnz), "dc_dataset_batch_nnz");
+  if (nnz > INT32_MAX) Rf_error("%.0f nonzeros are more than a dgCMatrix holds", (double)nnz);
+  int64_t *indptr = (int64_t *)R_alloc(n + 1, sizeof *indptr);
+  SEXP i = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)nnz));
+  int32_t *vals = (int32_t *)R_alloc(nnz ? nnz : 1, sizeof *vals);
+  int32_t dummy = 0;
+  uint64_t got = 0;
+  DCR_CHECK(dc_dataset_gather(ds, c, (size_t)n, DC_INT32, indptr, nnz ? INTEGER(i) : &dummy,
+                              vals, nnz, &got),
+            "dc_dataset_gather");
+  SEXP pp = PROTECT(Rf_allocVector(INTSXP, n + 1));
+  for (R_xlen_t k = 0; k <= n; k++) INTEGER(pp)[k] = (int)indptr[k];
+  SEXP x = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)nnz));
+  for (uint64_t k = 0; k < nnz; k++) REAL(x)[k] = vals[k];
+  const char *names[] = {"p", "i", "x"};
+  SEXP out = PROTECT(named_list(3, names));
+  SET_VECTOR_ELT(out, 0, pp);
+  SET_VECTOR_ELT(out, 1, i);
+  SET_VECTOR_ELT(out, 2, x);
+  UNPROTECT(4);
+  return out;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Arrow C stream -> list of R vectors
+ * ------------------------------------------------------------------------------------- */
+
+/* A stream, its schema and the batches read so far; released by arrow_holder_free, or by
+ * the finalizer of the external pointer holding it if an R error intervenes. */
+typedef struct {
+  struct ArrowArrayStream stream;
+  struct ArrowSchema schema;
+  struct ArrowArray *batches;
+  size_t n_batches, cap;
+} arrow_holder;
+
+static void arrow_holder_free(arrow_holder *h)
+{
+  if (!h) return;
+  for (size_t b = 0; b < h->n_batches; b++)
+    if (h->batches[b].release) h->batches[b].release(&h->batches[b]);
+  free(h->batches);
+  if (h->schema.release) h->schema.release(&h->schema);
+  if (h->stream.release) h->stream.release(&h->stream);
+  free(h);
+}
+
+static void arrow_holder_finalizer(SEXP p)
+{
+  arrow_holder_free((arrow_holder *)R_ExternalPtrAddr(p));
+  R_ClearExternalPtr(p);
+}
+
+static int bit(const void *bits, int64_t i)
+{
+  return (((const uint8_t *)bits)[i >> 3] >> (i & 7)) & 1;
+}
+
+static int is_valid(const struct ArrowArray *a, int64_t i)
+{
+  const void *v = a->n_buffers > 0 ? a->buffers[0] : NULL;
+  return a->null_count == 0 || v == NULL || bit(v, a->offset + i);
+}
+
+enum col_kind { K_INT, K_DOUBLE, K_LOGICAL, K_STRING, K_NULL };
+
+/* The R kind of an Arrow format string (NULL error message on success). */
+static enum col_kind kind_of(const char *f, const char **err)
+{
+  *err = NULL;
+  if (!strcmp(f, "c") || !strcmp(f, "C") || !strcmp(f, "s") || !strcmp(f, "S") || !strcmp(f, "i"))
+    return K_INT;
+  if (!strcmp(f, "I") || !strcmp(f, "l") || !strcmp(f, "L") || !strcmp(f, "f") || !strcmp(f, "g"))
+    return K_DOUBLE;
+  if (!strcmp(f, "b")) return K_LOGICAL;
+  if (!strcmp(f, "u") || !strcmp(f, "U")) return K_STRING;
+  if (!strcmp(f, "n")) return K_NULL;
+  *err = f;
+  return K_NULL;
+}
+
+static double num_at(const char *f, const struct ArrowArray *a, int64_t i)
+{
+  int64_t j = a->offset + i;
+  const void *d = a->buffers[1];
+  switch (f[0]) {
+  case 'c': return ((const int8_t *)d)[j];
+  case 'C': return ((const uint8_t *)d)[j];
+  case 's': return ((const int16_t *)d)[j];
+  case 'S': return ((const uint16_t *)d)[j];
+  case 'i': return ((const int32_t *)d)[j];
+  case 'I': return ((const uint32_t *)d)[j];
+  case 'l': return (double)((const int64_t *)d)[j];
+  case 'L': return (double)((const uint64_t *)d)[j];
+  case 'f': return ((const float *)d)[j];
+  default: return ((const double *)d)[j];
+  }
+}
+
+static SEXP str_at(const char *f, const struct ArrowArray *a, int64_t i)
+{
+  int64_t j = a->offset + i, start, end;
+  if (f[0] == 'u') {
+    start = ((const int32_t *)a->buffers[1])[j];
+    end = ((const int32_t *)a->buffers[1])[j + 1];
+  } else {
+    start = ((const int64_t *)a->buffers[1])[j];
+    end = ((const int64_t *)a->buffers[1])[j + 1];
+  }
+  if (end - start > INT32_MAX) Rf_error("a string longer than R allows");
+  return Rf_mkCharLenCE((const char *)a->buffers[2] + start, (int)(end - start), CE_UTF8);
+}
+
+/* Writes rows [at, at + a->length) of `out` (allocated for kind) from array a. */
+static void fill_plain(SEXP out, enum col_kind k, const char *f, const struct ArrowArray *a, R_xlen_t at)
+{
+  for (int64_t r = 0; r < a->length; r++) {
+    int ok = is_valid(a, r);
+    switch (k) {
+    case K_INT: INTEGER(out)[at + r] = ok ? (int)num_at(f, a, r) : NA_INTEGER; break;
+    case K_DOUBLE: REAL(out)[at + r] = ok ? num_at(f, a, r) : NA_REAL; break;
+    case K_LOGICAL: LOGICAL(out)[at + r] = ok ? bit(a->buffers[1], a->offset + r) : NA_LOGICAL; break;
+    case K_STRING: SET_STRING_ELT(out, at + r, ok ? str_at(f, a, r) : NA_STRING); break;
+    case K_NULL: LOGICAL(out)[at + r] = NA_LOGICAL; break;
+    }
+  }
+}
+
+static SEXPTYPE sexptype(enum col_kind k)
+{
+  return k == K_INT ? INTSXP : k == K_DOUBLE ? REALSXP : k == K_STRING ? STRSXP : LGLSXP;
+}
+
+/* The levels of a dictionary (values of any supported kind, as character). */
+static SEXP dictionary_levels(const struct ArrowSchema *s, const struct ArrowArray *d)
+{
+  const char *err;
+  enum col_kind k = kind_of(s->format, &err);
+  if (err) Rf_error("column '%s': dictionary values of Arrow type '%s' are not supported", s->name, err);
+  SEXP v = PROTECT(Rf_allocVector(sexptype(k), (R_xlen_t)d->length));
+  fill_plain(v, k, s->format, d, 0);
+  SEXP levels = PROTECT(Rf_coerceVector(v, STRSXP));
+  UNPROTECT(2);
+  return levels;
+}
+
+static int same_levels(SEXP a, SEXP b)
+{
+  if (XLENGTH(a) != XLENGTH(b)) return 0;
+  for (R_xlen_t i = 0; i < XLENGTH(a); i++)
+    if (strcmp(CHAR(STRING_ELT(a, i)), CHAR(STRING_ELT(b, i))) != 0) return 0;
+  return 1;
+}
+
+/* Reads a whole stream into a named list of columns (attribute "n_rows"): utf8 ->
+ * character, integers up to 32 bits -> integer, 64-bit integers and floats -> double, bool
+ * -> logical, dictionary -> factor; nulls -> NA. */
+static SEXP stream_to_list(arrow_holder *h)
+{
+  struct ArrowArrayStream *st = &h->stream;
+  int rc = st->get_schema(st, &h->schema);
+  if (rc != 0) Rf_error("Arrow stream get_schema failed (%d): %s", rc, st->get_last_error(st) ? st->get_last_error(st) : "");
+  for (;;) {
+    if (h->n_batches == h->cap) {
+      size_t cap = h->cap ? 2 * h->cap : 16;
+      struct ArrowArray *nb = (struct ArrowArray *)realloc(h->batches, cap * sizeof *nb);
+      if (!nb) Rf_error("out of memory reading an Arrow stream");
+      h->batches = nb;
+      h->cap = cap;
+    }
+    struct ArrowArray *a = &h->batches[h->n_batches];
+    a->release = NULL;
+    rc = st->get_next(st, a);
+    if (rc != 0) {
+      const char *m = st->get_last_error(st);
+      Rf_error("Arrow stream get_next failed (%d): %s", rc, m ? m : "");
+    }
+    if (!a->release) break;
+    h->n_batches++;
+  }
+  const struct ArrowSchema *sc = &h->schema;
+  if (strcmp(sc->format, "+s") != 0) Rf_error("the Arrow stream does not carry record batches");
+  R_xlen_t n_rows = 0;
+  for (size_t b = 0; b < h->n_batches; b++) n_rows += (R_xlen_t)h->batches[b].length;
+
+  int n_cols = (int)sc->n_children;
+  SEXP out = PROTECT(Rf_allocVector(VECSXP, n_cols));
+  SEXP names = PROTECT(Rf_allocVector(STRSXP, n_cols));
+  for (int c = 0; c < n_cols; c++) {
+    const struct ArrowSchema *cs = sc->children[c];
+    SET_STRING_ELT(names, c, Rf_mkCharCE(cs->name ? cs->name : "", CE_UTF8));
+    if (cs->dictionary) {
+      const char *err;
+      enum col_kind kk = kind_of(cs->format, &err);
+      if (err || kk != K_INT) {
+        if (!(err == NULL && kk == K_DOUBLE && cs->format[0] == 'l'))
+          Rf_error("column '%s': dictionary indices of Arrow type '%s' are not supported", cs->name, cs->format);
+      }
+      SEXP codes = PROTECT(Rf_allocVector(INTSXP, n_rows));
+      SEXP levels = R_NilValue;
+      int n_prot = 1;
+      R_xlen_t at = 0;
+      for (size_t b = 0; b < h->n_batches; b++) {
+        const struct ArrowArray *a = h->batches[b].children[c];
+        SEXP lv = PROTECT(dictionary_levels(cs->dictionary, a->dictionary));
+        n_prot++;
+        if (levels == R_NilValue) levels = lv;
+        else if (!same_levels(levels, lv))
+          Rf_error("column '%s': the dictionary changes between batches (not supported)", cs->name);
+        for (int64_t r = 0; r < a->length; r++)
+          INTEGER(codes)[at + r] = is_valid(a, r) ? (int)num_at(cs->format, a, r) + 1 : NA_INTEGER;
+        at += (R_xlen_t)a->length;
+      }
+      if (levels == R_NilValue) levels = Rf_allocVector(STRSXP, 0);
+      PROTECT(levels);
+      n_prot++;
+      Rf_setAttrib(codes, R_LevelsSymbol, levels);
+      Rf_setAttrib(codes, R_ClassSymbol, Rf_mkString("factor"));
+      SET_VECTOR_ELT(out, c, codes);
+      UNPROTECT(n_prot);
+    } else {
+      const char *err;
+      enum col_kind k = kind_of(cs->format, &err);
+      if (err) Rf_error("column '%s': Arrow type '%s' is not supported", cs->name, err);
+      SEXP v = PROTECT(Rf_allocVector(sexptype(k), n_rows));
+      R_xlen_t at = 0;
+      for (size_t b = 0; b < h->n_batches; b++) {
+        fill_plain(v, k, cs->format, h->batches[b].children[c], at);
+        at += (R_xlen_t)h->batches[b].length;
+      }
+      SET_VECTOR_ELT(out, c, v);
+      UNPROTECT(1);
+    }
+  }
+  Rf_setAttrib(out, R_NamesSymbol, names);
+  Rf_setAttrib(out, Rf_install("n_rows"), Rf_ScalarReal((double)n_rows));
+  UNPROTECT(2);
+  return out;
+}
+
+/* A fresh holder kept alive (and released on GC) by *keep, which the caller protects. */
+static arrow_holder *new_holder(SEXP *keep)
+{
+  arrow_holder *h = (arrow_holder *)calloc(1, sizeof *h);
+  if (!h) Rf_error("out of memory");
+  *keep = R_MakeExternalPtr(h, Rf_install("deltacells_arrow"), R_NilValue);
+  PROTECT(*keep);
+  R_RegisterCFinalizerEx(*keep, arrow_holder_finalizer, TRUE);
+  UNPROTECT(1);
+  return h;
+}
+
+/* After a library call that filled h->stream: convert, then release everything. */
+static SEXP finish_stream(SEXP keep, arrow_holder *h)
+{
+  SEXP out = PROTECT(stream_to_list(h));
+  arrow_holder_free(h);
+  R_ClearExternalPtr(keep);
+  UNPROTECT(1);
+  return out;
+}
+
+static SEXP dcr_obs(SEXP p, SEXP columns)
+{
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  size_t n = 0;
+  const char *const *cols = strings_arg(columns, &n, "columns");
+  SEXP keep;
+  arrow_holder *h = new_holder(&keep);
+  PROTECT(keep);
+  DCR_CHECK(dc_dataset_obs(ds, cols, n, &h->stream), "dc_dataset_obs");
+  SEXP out = finish_stream(keep, h);
+  UNPROTECT(1);
+  return out;
+}
+
+static SEXP dcr_var_table(SEXP p)
+{
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  SEXP keep;
+  arrow_holder *h = new_holder(&keep);
+  PROTECT(keep);
+  DCR_CHECK(dc_dataset_var_table(ds, &h->stream), "dc_dataset_var_table");
+  SEXP out = finish_stream(keep, h);
+  UNPROTECT(1);
+  return out;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * ChromData
+ * ------------------------------------------------------------------------------------- */
+
+static SEXP dcr_cd_open(SEXP path)
+{
+  dc_chromdata *cd = NULL;
+  DCR_CHECK(dc_chromdata_open(string_arg(path, "path"), &cd), "dc_chromdata_open");
+  SEXP p = PROTECT(R_MakeExternalPtr(cd, Rf_install("deltacells_chromdata"), R_NilValue));
+  R_RegisterCFinalizerEx(p, chromdata_finalizer, TRUE);
+  UNPROTECT(1);
+  return p;
+}
+
+static SEXP dcr_cd_info(SEXP p)
+{
+  dc_chromdata_info i;
+  DCR_CHECK(dc_chromdata_info_get((dc_chromdata *)handle(p, "deltacells_chromdata"), &i),
+            "dc_chromdata_info_get");
+  const char *names[] = {"format_major", "format_minor", "layout", "n_spots", "n_bins",
+                         "n_traces", "n_cells", "n_chroms", "has_coords", "has_cell_id",
+                         "n_runs", "n_row_groups", "has_source_row", "coord_bits"};
+  SEXP out = PROTECT(named_list(14, names));
+  SET_VECTOR_ELT(out, 0, Rf_ScalarInteger((int)i.format_major));
+  SET_VECTOR_ELT(out, 1, Rf_ScalarInteger((int)i.format_minor));
+  SET_VECTOR_ELT(out, 2, Rf_ScalarInteger(i.layout));
+  SET_VECTOR_ELT(out, 3, Rf_ScalarReal((double)i.n_spots));
+  SET_VECTOR_ELT(out, 4, Rf_ScalarReal((double)i.n_bins));
+  SET_VECTOR_ELT(out, 5, Rf_ScalarReal((double)i.n_traces));
+  SET_VECTOR_ELT(out, 6, Rf_ScalarReal((double)i.n_cells));
+  SET_VECTOR_ELT(out, 7, Rf_ScalarReal((double)i.n_chroms));
+  SET_VECTOR_ELT(out, 8, Rf_ScalarLogical(i.has_coords != 0));
+  SET_VECTOR_ELT(out, 9, Rf_ScalarLogical(i.has_cell_id != 0));
+  SET_VECTOR_ELT(out, 10, Rf_ScalarReal((double)i.n_runs));
+  SET_VECTOR_ELT(out, 11, Rf_ScalarReal((double)i.n_row_groups));
+  SET_VECTOR_ELT(out, 12, Rf_ScalarLogical(i.has_source_row != 0));
+  SET_VECTOR_ELT(out, 13, Rf_ScalarInteger(i.coord_bits));
+  UNPROTECT(1);
+  return out;
+}
+
+/* what: 0 trace, 1 cell, 2 chrom, 3 table, 4 spots (id = original_order), 5 keys,
+ * 6 categories (id = table, columns = column name). */
+static SEXP dcr_cd_query(SEXP p, SEXP what, SEXP id, SEXP columns)
+{
+  dc_chromdata *cd = (dc_chromdata *)handle(p, "deltacells_chromdata");
+  int w = Rf_asInteger(what);
+  size_t n = 0;
+  const char *const *cols = w == 6 ? NULL : strings_arg(columns, &n, "columns");
+  const char *s = w == 4 ? NULL : string_arg(id, "id");
+  const char *col = w == 6 ? string_arg(columns, "column") : NULL;
+  SEXP keep;
+  arrow_holder *h = new_holder(&keep);
+  PROTECT(keep);
+  dc_status st;
+  const char *fn;
+  switch (w) {
+  case 0: st = dc_chromdata_get_trace(cd, s, cols, n, &h->stream); fn = "dc_chromdata_get_trace"; break;
+  case 1: st = dc_chromdata_get_cell(cd, s, cols, n, &h->stream); fn = "dc_chromdata_get_cell"; break;
+  case 2: st = dc_chromdata_get_chrom(cd, s, cols, n, &h->stream); fn = "dc_chromdata_get_chrom"; break;
+  case 3: st = dc_chromdata_table(cd, s, &h->stream); fn = "dc_chromdata_table"; break;
+  case 4:
+    st = dc_chromdata_read_spots(cd, Rf_asLogical(id) == TRUE, cols, n, &h->stream);
+    fn = "dc_chromdata_read_spots";
+    break;
+  case 5: st = dc_chromdata_keys(cd, s, &h->stream); fn = "dc_chromdata_keys"; break;
+  case 6: st = dc_chromdata_categories(cd, s, col, &h->stream); fn = "dc_chromdata_categories"; break;
+  default: Rf_error("unknown query %d", w);
+  }
+  if (st != DC_OK) dcr_fail(st, fn);
+  SEXP out = finish_stream(keep, h);
+  UNPROTECT(1);
+  return out;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Writing: dgCMatrix (genes x cells) + obs data.frame -> dataset
+ * ------------------------------------------------------------------------------------- */
+
+/* One Arrow array (a column, a dictionary, or the struct batch) with malloc'ed buffers. */
+typedef struct {
+  void *bufs[3];
+  const void *ptrs[3];
+  struct ArrowArray *child_mem; /* children / dictionary storage */
+  struct ArrowArray **child_ptrs;
+} array_priv;
+
+static void release_array(struct ArrowArray *a)
+{
+  array_priv *pv = (array_priv *)a->private_data;
+  for (int64_t c = 0; c < a->n_children; c++)
+    if (a->children[c]->release) a->children[c]->release(a->children[c]);
+  if (a->dictionary && a->dictionary->release) a->dictionary->release(a->dictionary);
+  if (pv) {
+    for (int b = 0; b < 3; b++) free(pv->bufs[b]);
+    free(pv->child_mem);
+    free(pv->child_ptrs);
+    free(pv);
+  }
+  a->release = NULL;
+}
+
+/* Initialises *a as released-able with room for n_buffers; returns its private part. */
+static array_priv *init_array(struct ArrowArray *a, int64_t length, int64_t n_buffers)
+{
+  memset(a, 0, sizeof *a);
+  array_priv *pv = (array_priv *)calloc(1, sizeof *pv);
+  if (!pv) return NULL;
+  a->length = length;
+  a->n_buffers = n_buffers;
+  a->buffers = pv->ptrs;
+  a->private_data = pv;
+  a->release = release_array;
+  return pv;
+}
+
+typedef struct {
+  char *format, *name;
+} schema_priv;
+
+static void release_schema(struct ArrowSchema *s)
+{
+  for (int64_t c = 0; c < s->n_children; c++) {
+    if (s->children[c]->release) s->children[c]->release(s->children[c]);
+    free(s->children[c]);
+  }
+  free(s->children);
+  if (s->dictionary) {
+    if (s->dictionary->release) s->dictionary->release(s->dictionary);
+    free(s->dictionary);
+  }
+  free((void *)s->format);
+  free((void *)s->name);
+  s->release = NULL;
+}
+
+static int init_schema(struct ArrowSchema *s, const char *format, const char *name)
+{
+  memset(s, 0, sizeof *s);
+  s->format = strdup(format);
+  s->name = strdup(name);
+  s->flags = ARROW_FLAG_NULLABLE;
+  s->release = release_schema;
+  return s->format && s->name;
+}
+
+/* A validity bitmap for n rows from flags (1 valid); NULL if all valid or on OOM (*oom). */
+static uint8_t *validity(const int *valid, R_xlen_t n, int64_t *null_count, int *oom)
+{
+  int64_t nulls = 0;
+  for (R_xlen_t i = 0; i < n; i++) nulls += !valid[i];
+  *null_count = nulls;
+  if (!nulls) return NULL;
+  uint8_t *bits = (uint8_t *)calloc((size_t)(n + 7) / 8 + 1, 1);
+  if (!bits) { *oom = 1; return NULL; }
+  for (R_xlen_t i = 0; i < n; i++)
+    if (valid[i]) bits[i >> 3] |= (uint8_t)(1u << (i & 7));
+  return bits;
+}
+
+/* A utf8 array of R strings (NA -> null). Returns 0 on OOM. */
+static int utf8_array(struct ArrowArray *a, SEXP strs)
+{
+  R_xlen_t n = XLENGTH(strs);
+  array_priv *pv = init_array(a, n, 3);
+  if (!pv) return 0;
+  int *valid = (int *)R_alloc(n ? n : 1, sizeof *valid);
+  size_t total = 0;
+  for (R_xlen_t i = 0; i < n; i++) {
+    valid[i] = STRING_ELT(strs, i) != NA_STRING;
+    if (valid[i]) total += strlen(Rf_translateCharUTF8(STRING_ELT(strs, i)));
+  }
+  if (total > INT32_MAX) Rf_error("more than 2 GiB of text in one column");
+  int oom = 0;
+  pv->bufs[0] = validity(valid, n, &a->null_count, &oom);
+  int32_t *offsets = (int32_t *)malloc((size_t)(n + 1) * sizeof *offsets);
+  char *chars = (char *)malloc(total ? total : 1);
+  pv->bufs[1] = offsets;
+  pv->bufs[2] = chars;
+  if (oom || !offsets || !chars) return 0;
+  size_t at = 0;
+  offsets[0] = 0;
+  for (R_xlen_t i = 0; i < n; i++) {
+    if (valid[i]) {
+      const char *s = Rf_translateCharUTF8(STRING_ELT(strs, i));
+      size_t len = strlen(s);
+      memcpy(chars + at, s, len);
+      at += len;
+    }
+    offsets[i + 1] = (int32_t)at;
+  }
+  for (int b = 0; b < 3; b++) pv->ptrs[b] = pv->bufs[b];
+  return 1;
+}
+
+/* Column `col` of the data frame as child array + schema. Returns 0 on OOM; raises an R
+ * error (before any library call) for an unsupported column type. */
+static int column_array(struct ArrowArray *a, struct ArrowSchema *s, SEXP col, const char *name)
+{
+  R_xlen_t n = XLENGTH(col);
+  if (Rf_isFactor(col)) {
+    if (!init_schema(s, "i", name)) return 0;
+    s->dictionary = (struct ArrowSchema *)calloc(1, sizeof *s->dictionary);
+    if (!s->dictionary || !init_schema(s->dictionary, "u", "")) return 0;
+    array_priv *pv = init_array(a, n, 2);
+    if (!pv) return 0;
+    int *valid = (int *)R_alloc(n ? n : 1, sizeof *valid);
+    for (R_xlen_t i = 0; i < n; i++) valid[i] = INTEGER(col)[i] != NA_INTEGER;
+    int oom = 0;
+    pv->bufs[0] = validity(valid, n, &a->null_count, &oom);
+    int32_t *codes = (int32_t *)malloc((size_t)(n ? n : 1) * sizeof *codes);
+    pv->bufs[1] = codes;
+    pv->child_mem = (struct ArrowArray *)calloc(1, sizeof *pv->child_mem);
+    if (oom || !codes || !pv->child_mem) return 0;
+    for (R_xlen_t i = 0; i < n; i++) codes[i] = valid[i] ? INTEGER(col)[i] - 1 : 0;
+    pv->ptrs[0] = pv->bufs[0];
+    pv->ptrs[1] = codes;
+    a->dictionary = pv->child_mem;
+    return utf8_array(a->dictionary, Rf_getAttrib(col, R_LevelsSymbol));
+  }
+  switch (TYPEOF(col)) {
+  case STRSXP:
+    if (!init_schema(s, "u", name)) return 0;
+    return utf8_array(a, col);
+  case INTSXP:
+  case REALSXP:
+  case LGLSXP: {
+    int t = TYPEOF(col);
+    if (!init_schema(s, t == INTSXP ? "i" : t == REALSXP ? "g" : "b", name)) return 0;
+    array_priv *pv = init_array(a, n, 2);
+    if (!pv) return 0;
+    int *valid = (int *)R_alloc(n ? n : 1, sizeof *valid);
+    for (R_xlen_t i = 0; i < n; i++)
+      valid[i] = t == INTSXP ? INTEGER(col)[i] != NA_INTEGER
+                 : t == LGLSXP ? LOGICAL(col)[i] != NA_LOGICAL
+                               : !R_IsNA(REAL(col)[i]);
+    int oom = 0;
+    pv->bufs[0] = validity(valid, n, &a->null_count, &oom);
+    size_t bytes = t == INTSXP ? (size_t)n * 4 : t == REALSXP ? (size_t)n * 8 : (size_t)(n + 7) / 8;
+    void *data = calloc(bytes ? bytes : 1, 1);
+    pv->bufs[1] = data;
+    if (oom || !data) return 0;
+    if (t == INTSXP) memcpy(data, INTEGER(col), (size_t)n * 4);
+    else if (t == REALSXP) memcpy(data, REAL(col), (size_t)n * 8);
+    else
+      for (R_xlen_t i = 0; i < n; i++)
+        if (valid[i] && LOGICAL(col)[i]) ((uint8_t *)data)[i >> 3] |= (uint8_t)(1u << (i & 7));
+    pv->ptrs[0] = pv->bufs[0];
+    pv->ptrs[1] = data;
+    return 1;
+  }
+  default:
+    Rf_error("obs column '%s': R type '%s' is not supported (factor, character, numeric, "
+             "integer or logical)", name, Rf_type2char(TYPEOF(col)));
+  }
+  return 0;
+}
+
+/* A batch + schema under construction, released by GC if an R error intervenes. */
+typedef struct {
+  struct ArrowArray batch;
+  struct ArrowSchema schema;
+} batch_holder;
+
+static void batch_holder_finalizer(SEXP p)
+{
+  batch_holder *b = (batch_holder *)R_ExternalPtrAddr(p);
+  if (b) {
+    if (b->batch.release) b->batch.release(&b->batch);
+    if (b->schema.release) b->schema.release(&b->schema);
+    free(b);
+  }
+  R_ClearExternalPtr(p);
+}
+
+/* data.frame -> struct batch in *b (every column's R checks done before allocation). */
+static void build_batch(batch_holder *b, SEXP df)
+{
+  int n_cols = (int)XLENGTH(df);
+  SEXP names = Rf_getAttrib(df, R_NamesSymbol);
+  R_xlen_t n_rows = n_cols ? XLENGTH(VECTOR_ELT(df, 0)) : 0;
+  for (int c = 0; c < n_cols; c++) {
+    SEXP col = VECTOR_ELT(df, c);
+    if (!Rf_isFactor(col) && TYPEOF(col) != STRSXP && TYPEOF(col) != INTSXP &&
+        TYPEOF(col) != REALSXP && TYPEOF(col) != LGLSXP)
+      Rf_error("obs column '%s': R type '%s' is not supported (factor, character, numeric, "
+               "integer or logical)", Rf_translateCharUTF8(STRING_ELT(names, c)), Rf_type2char(TYPEOF(col)));
+    if (XLENGTH(col) != n_rows) Rf_error("obs columns differ in length");
+  }
+  int ok = init_schema(&b->schema, "+s", "");
+  b->schema.flags = 0;
+  array_priv *pv = init_array(&b->batch, n_rows, 1);
+  if (!ok || !pv) Rf_error("out of memory");
+  b->schema.children = (struct ArrowSchema **)calloc(n_cols ? n_cols : 1, sizeof(void *));
+  pv->child_mem = (struct ArrowArray *)calloc(n_cols ? n_cols : 1, sizeof *pv->child_mem);
+  pv->child_ptrs = (struct ArrowArray **)calloc(n_cols ? n_cols : 1, sizeof(void *));
+  if (!b->schema.children || !pv->child_mem || !pv->child_ptrs) Rf_error("out of memory");
+  b->batch.children = pv->child_ptrs;
+  for (int c = 0; c < n_cols; c++) {
+    struct ArrowSchema *cs = (struct ArrowSchema *)calloc(1, sizeof *cs);
+    if (!cs) Rf_error("out of memory");
+    b->schema.children[c] = cs;
+    b->schema.n_children = c + 1;
+    pv->child_ptrs[c] = &pv->child_mem[c];
+    b->batch.n_children = c + 1;
+    if (!column_array(&pv->child_mem[c], cs, VECTOR_ELT(df, c),
+                      Rf_translateCharUTF8(STRING_ELT(names, c))))
+      Rf_error("out of memory building the obs batch");
+  }
+}
+
+/* On failure: copy the message, free the writer (abandoning the write: nothing is left at
+ * the target), then raise. */
+static void check_writer(dc_status s, const char *fn, SEXP wkeep)
+{
+  if (s != DC_OK) {
+    SEXP msg = PROTECT(Rf_mkCharCE(dc_last_error(), CE_UTF8));
+    writer_finalizer(wkeep);
+    dcr_raise(s, fn, msg);
+    UNPROTECT(1);
+  }
+}
+
+/* Writes a dgCMatrix (genes x cells; slots i, p, x) with optional var names and obs. */
+static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_names,
+                      SEXP obs, SEXP params)
+{
+  const char *cpath = string_arg(path, "path");
+  if (TYPEOF(p) != INTSXP || TYPEOF(i) != INTSXP || TYPEOF(x) != REALSXP)
+    Rf_error("the matrix must be a dgCMatrix");
+  R_xlen_t n_cells = XLENGTH(p) - 1;
+  size_t n_names = 0;
+  const char *const *names = strings_arg(var_names, &n_names, "var_names");
+  /* Counts must be whole numbers in int32 range: checked before anything is written. */
+  R_xlen_t nnz = XLENGTH(x);
+  for (R_xlen_t k = 0; k < nnz; k++) {
+    double v = REAL(x)[k];
+    if (!(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v)
+      Rf_error("matrix entry %ld (%g) is not a count (a whole number in 0..2^31-1)", (long)k + 1, v);
+  }
+
+  dc_writer *w = NULL;
+  DCR_CHECK(dc_writer_create(cpath, (uint32_t)Rf_asReal(n_genes), &w), "dc_writer_create");
+  SEXP wkeep = PROTECT(R_MakeExternalPtr(w, Rf_install("deltacells_writer"), R_NilValue));
+  R_RegisterCFinalizerEx(wkeep, writer_finalizer, TRUE);
+
+  /* params: named numeric vector of DC_WRITER_* codes (names) and values */
+  SEXP pcodes = Rf_getAttrib(params, R_NamesSymbol);
+  for (R_xlen_t k = 0; k < XLENGTH(params); k++)
+    check_writer(dc_writer_set(w, atoi(CHAR(STRING_ELT(pcodes, k))), (int64_t)REAL(params)[k]),
+                 "dc_writer_set", wkeep);
+  if (names) check_writer(dc_writer_set_var_names(w, names, n_names), "dc_writer_set_var_names", wkeep);
+
+  /* Append in blocks of cells: indptr rebased by the library, values converted per block. */
+  const R_xlen_t block = 65536;
+  int64_t *indptr = (int64_t *)R_alloc(block + 1, sizeof *indptr);
+  int32_t *vals = NULL;
+  size_t vals_cap = 0;
+  for (R_xlen_t c0 = 0; c0 < n_cells; c0 += block) {
+    R_xlen_t c1 = c0 + block < n_cells ? c0 + block : n_cells;
+    for (R_xlen_t c = c0; c <= c1; c++) indptr[c - c0] = INTEGER(p)[c];
+    size_t m = (size_t)(indptr[c1 - c0] - indptr[0]);
+    if (m > vals_cap) {
+      vals = (int32_t *)R_alloc(m, sizeof *vals);
+      vals_cap = m;
+    }
+    for (size_t k = 0; k < m; k++) vals[k] = (int32_t)REAL(x)[indptr[0] + k];
+    check_writer(dc_writer_append_csr(w, (uint64_t)(c1 - c0), indptr, INTEGER(i) + indptr[0], vals),
+                 "dc_writer_append_csr", wkeep);
+  }
+
+  if (!Rf_isNull(obs)) {
+    batch_holder *b = (batch_holder *)calloc(1, sizeof *b);
+    if (!b) Rf_error("out of memory");
+    SEXP bkeep = PROTECT(R_MakeExternalPtr(b, Rf_install("deltacells_batch"), R_NilValue));
+    R_RegisterCFinalizerEx(bkeep, batch_holder_finalizer, TRUE);
+    build_batch(b, obs);
+    dc_status s = dc_writer_append_obs(w, &b->batch, &b->schema); /* batch moved in */
+    batch_holder_finalizer(bkeep);                                  /* schema released */
+    check_writer(s, "dc_writer_append_obs", wkeep);
+    UNPROTECT(1);
+  }
+  check_writer(dc_writer_finish(w), "dc_writer_finish", wkeep);
+  writer_finalizer(wkeep);
+  UNPROTECT(1);
+  return R_NilValue;
+}
+
+static SEXP dcr_versions(void)
+{
+  const char *names[] = {"version", "abi_version", "header_abi_version"};
+  SEXP out = PROTECT(named_list(3, names));
+  SET_VECTOR_ELT(out, 0, Rf_mkString(dc_version()));
+  SET_VECTOR_ELT(out, 1, Rf_ScalarInteger((int)dc_abi_version()));
+  SET_VECTOR_ELT(out, 2, Rf_ScalarInteger(DC_ABI_VERSION));
+  UNPROTECT(1);
+  return out;
+}
+
+static SEXP dcr_init(SEXP ns)
+{
+  dcr_namespace = ns;
+  R_PreserveObject(ns);
+  return R_NilValue;
+}
+
+static const R_CallMethodDef call_methods[] = {
+    {"dcr_init", (DL_FUNC)&dcr_init, 1},
+    {"dcr_versions", (DL_FUNC)&dcr_versions, 0},
+    {"dcr_open", (DL_FUNC)&dcr_open, 1},
+    {"dcr_close", (DL_FUNC)&dcr_close, 1},
+    {"dcr_info", (DL_FUNC)&dcr_info, 1},
+    {"dcr_set", (DL_FUNC)&dcr_set, 3},
+    {"dcr_genes", (DL_FUNC)&dcr_genes, 1},
+    {"dcr_gene_order", (DL_FUNC)&dcr_gene_order, 1},
+    {"dcr_read_cells", (DL_FUNC)&dcr_read_cells, 2},
+    {"dcr_obs", (DL_FUNC)&dcr_obs, 2},
+    {"dcr_var_table", (DL_FUNC)&dcr_var_table, 1},
+    {"dcr_write", (DL_FUNC)&dcr_write, 8},
+    {"dcr_cd_open", (DL_FUNC)&dcr_cd_open, 1},
+    {"dcr_cd_info", (DL_FUNC)&dcr_cd_info, 1},
+    {"dcr_cd_query", (DL_FUNC)&dcr_cd_query, 4},
+    {NULL, NULL, 0}};
+
+void R_init_deltacells(DllInfo *dll)
+{
+  R_registerRoutines(dll, NULL, call_methods, NULL, NULL);
+  R_useDynamicSymbols(dll, FALSE);
+  R_forceSymbols(dll, TRUE);
+}

@@ -1,0 +1,4 @@
+library(testthat)
+library(deltacells)
+
+test_check("deltacells")

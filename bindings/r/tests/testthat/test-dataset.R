@@ -1,0 +1,115 @@
+# Round trips through the library against the R objects written, and error conditions.
+
+make_counts <- function(n_genes, n_cells, density = 0.2, seed = 1) {
+  set.seed(seed)
+  m <- Matrix::rsparsematrix(n_genes, n_cells, density, rand.x = function(n) rpois(n, 4) + 1)
+  m[n_genes, 2] <- 70000 # a count above 65535 (a tile exception)
+  rownames(m) <- paste0("gene", seq_len(n_genes))
+  methods::as(m, "CsparseMatrix")
+}
+
+test_that("a matrix with obs round-trips", {
+  m <- make_counts(40, 23)
+  obs <- data.frame(
+    type = factor(sample(c("T", "B", NA), 23, replace = TRUE), levels = c("T", "B", "NK")),
+    barcode = sprintf("cell-%02d", 1:23),
+    score = c(NA, seq(0.5, 11, by = 0.5)),
+    n = c(1:22, NA),
+    ok = rep(c(TRUE, FALSE, NA), length.out = 23),
+    stringsAsFactors = FALSE)
+  path <- file.path(tempdir(), "rt.dc")
+  dc_write(m, path, obs = obs, tile_size = 5, n_chunks = 2, zstd_level = 3, overwrite = TRUE)
+
+  ds <- dc_open(path)
+  expect_s3_class(ds, "deltacells_dataset")
+  expect_equal(dim(ds), c(40, 23))
+  info <- dc_info(ds)
+  expect_equal(info$n_tiles, 5)
+  expect_equal(info$nnz, length(m@x))
+  expect_true(info$has_var_names && info$has_obs)
+  expect_equal(dc_genes(ds), rownames(m))
+  expect_null(dc_gene_order(ds))
+
+  all_cells <- dc_read_cells(ds, seq_len(23))
+  expect_s4_class(all_cells, "dgCMatrix")
+  expect_equal(as.matrix(all_cells), as.matrix(m))
+  expect_equal(rownames(all_cells), rownames(m))
+
+  cells <- c(23, 1, 7, 7, 12)
+  sub <- dc_read_cells(ds, cells)
+  expect_equal(as.matrix(sub), as.matrix(m[, cells]), ignore_attr = TRUE)
+  t_sub <- dc_read_cells(ds, cells, genes_by_cells = FALSE)
+  expect_equal(dim(t_sub), c(5L, 40L))
+  expect_equal(as.matrix(t_sub), t(as.matrix(m[, cells])), ignore_attr = TRUE)
+  expect_equal(dim(dc_read_cells(ds, numeric(0))), c(40L, 0L))
+
+  got <- dc_obs(ds)
+  expect_s3_class(got, "data.frame")
+  expect_equal(nrow(got), 23)
+  expect_equal(names(got), names(obs))
+  expect_true(is.factor(got$type))
+  expect_equal(as.character(got$type), as.character(obs$type))
+  expect_equal(as.character(got$barcode), obs$barcode)
+  expect_type(got$score, "double")
+  expect_equal(got$score, obs$score)
+  expect_type(got$n, "integer")
+  expect_equal(got$n, obs$n)
+  expect_equal(got$ok, obs$ok)
+  expect_equal(names(dc_obs(ds, c("n", "type"))), c("n", "type"))
+
+  dc_set(ds, threads = 1, tile_cache = 0, verify_crc = 1)
+  expect_equal(as.matrix(dc_read_cells(ds, 3)), as.matrix(m[, 3, drop = FALSE]), ignore_attr = TRUE)
+  dc_close(ds)
+  expect_error(dc_info(ds), "closed")
+})
+
+test_that("a dataset without names or obs reads back", {
+  m <- make_counts(7, 4, density = 0.5, seed = 2)
+  rownames(m) <- NULL
+  path <- file.path(tempdir(), "plain.dc")
+  dc_write(m, path, overwrite = TRUE)
+  ds <- dc_open(path)
+  expect_null(dc_genes(ds))
+  expect_equal(as.matrix(dc_read_cells(ds, 1:4)), as.matrix(m), ignore_attr = TRUE)
+  e <- expect_error(dc_obs(ds), class = "deltacells_not_found")
+  expect_equal(e$status, 3L)
+})
+
+test_that("library errors become deltacells_error conditions", {
+  e <- expect_error(dc_open(file.path(tempdir(), "no-such-dataset")),
+                    class = "deltacells_not_found")
+  expect_s3_class(e, "deltacells_error")
+  expect_equal(e$status_name, "DC_ERR_NOT_FOUND")
+  expect_match(conditionMessage(e), "dc_dataset_open: DC_ERR_NOT_FOUND: .*no-such-dataset")
+
+  m <- make_counts(5, 3, density = 0.5)
+  path <- file.path(tempdir(), "err.dc")
+  dc_write(m, path, overwrite = TRUE)
+  e <- expect_error(dc_write(m, path), class = "deltacells_exists")
+  expect_equal(e$status, 11L)
+  ds <- dc_open(path)
+  e <- expect_error(dc_read_cells(ds, 4), class = "deltacells_out_of_range")
+  expect_match(e$detail, "3")
+  expect_error(dc_obs(ds, "nope"), class = "deltacells_not_found")
+  expect_error(dc_read_cells(ds, 0), "positive integer")
+
+  bad <- m
+  bad@x[1] <- 1.5
+  expect_error(dc_write(bad, file.path(tempdir(), "bad.dc")), "not a count")
+  expect_false(file.exists(file.path(tempdir(), "bad.dc")))
+  expect_error(dc_write(m, file.path(tempdir(), "bad.dc"), obs = data.frame(x = 1:2)),
+               "one row per cell")
+  expect_error(dc_write(m, file.path(tempdir(), "bad.dc"),
+                        obs = data.frame(x = I(list(1, 2, 3)))), "not supported")
+  expect_false(file.exists(file.path(tempdir(), "bad.dc")))
+})
+
+test_that("handles are released by the garbage collector", {
+  m <- make_counts(5, 3, density = 0.5)
+  path <- file.path(tempdir(), "gc.dc")
+  dc_write(m, path, overwrite = TRUE)
+  for (k in 1:20) ds <- dc_open(path)
+  rm(ds)
+  invisible(gc())
+  expect_equal(dc_version()$abi_version, dc_version()$header_abi_version)
+})

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# R stage of scripts/test.sh: builds the R package bindings/r (which links the static
+# library, built by its configure with cargo), runs `R CMD check` on it (no errors or
+# warnings allowed), then runs the scripts in examples-r/ against the installed package.
+#
+# The ChromData tests compare with the pandas answers of tests/chromdata/make_stores.py,
+# written here as CSV (R cannot read Parquet without the arrow package).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+export DELTACELLS_HOME=$root
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/deltacells-r.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+echo "== R: ChromData test stores and expected answers"
+python3 tests/chromdata/make_stores.py "$work/stores" >/dev/null
+python3 - "$work/stores" <<'PY'
+import json, os, sys
+import pyarrow.parquet as pq
+root = sys.argv[1]
+m = json.load(open(os.path.join(root, "manifest.json")))
+store = next(s for s in m["stores"] if s["path"] == "main_20.chromdata.zarr")
+want = {("get_trace", "t0", "coords"): "trace_t0_coords.csv",
+        ("get_trace", "t0", "all"): "trace_t0_all.csv",
+        ("get_cell", "cell0", "coords"): "cell_cell0_coords.csv",
+        ("get_chrom", "chr2", "coords"): "chrom_chr2_coords.csv"}
+out = os.path.join(root, "r-expected")
+os.makedirs(out, exist_ok=True)
+for q in store["queries"]:
+    key = (q["kind"], q.get("id"), q["columns"] if isinstance(q["columns"], str) else None)
+    if key in want and "file" in q:
+        df = pq.read_table(os.path.join(root, store["expected_dir"], q["file"])).to_pandas()
+        df.to_csv(os.path.join(out, want.pop(key)), index=False, na_rep="NA")
+assert not want, f"expected answers not found: {want}"
+PY
+export DELTACELLS_TEST_STORES=$work/stores DELTACELLS_REQUIRE_STORES=1
+
+echo "== R: R CMD build + R CMD check (bindings/r)"
+(cd "$work" && R CMD build --no-manual --no-build-vignettes "$root/bindings/r" >build.log 2>&1) ||
+  { cat "$work/build.log"; exit 1; }
+tarball=$(ls "$work"/deltacells_*.tar.gz)
+export _R_CHECK_FORCE_SUGGESTS_=false
+(cd "$work" && R CMD check --no-manual --no-build-vignettes "$tarball" >check.log 2>&1) || true
+cat "$work/check.log"
+status=$(grep -E '^Status: ' "$work/check.log" || true)
+if [ -z "$status" ] || grep -qE 'ERROR|WARNING' <<<"$status"; then
+  echo "R CMD check failed (${status:-no status line}); logs:" >&2
+  for f in "$work"/deltacells.Rcheck/00install.out "$work"/deltacells.Rcheck/tests/testthat.Rout.fail; do
+    [ -f "$f" ] && { echo "--- $f" >&2; tail -80 "$f" >&2; }
+  done
+  exit 1
+fi
+# The test results must show no skips: the ChromData tests ran.
+if grep -qE 'SKIP [1-9]|\[ FAIL [1-9]' "$work/deltacells.Rcheck/tests/testthat.Rout"; then
+  cat "$work/deltacells.Rcheck/tests/testthat.Rout" >&2
+  echo "R tests skipped or failed" >&2
+  exit 1
+fi
+
+echo "== R: examples-r/ (against the package just checked)"
+export R_LIBS="$work/deltacells.Rcheck${R_LIBS:+:$R_LIBS}"
+for f in examples-r/*.R; do
+  echo "-- Rscript $f"
+  Rscript "$f" "$work/stores/main_22.cdz"
+done
+echo "R stage passed"

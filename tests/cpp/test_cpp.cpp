@@ -1,0 +1,370 @@
+// Tests of bindings/cpp/deltacells.hpp: results equal independent expectations, failures
+// throw deltacells::error with the right status, handles and streams are move-only RAII and
+// release what they own (run under valgrind by ctest: a leaked stream or batch fails).
+//
+// Usage: test_cpp [CHROMDATA_STORES_DIR]   (the output of tests/chromdata/make_stores.py)
+#include "deltacells.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <unistd.h>
+#include <vector>
+
+namespace dc = deltacells;
+
+static int failures = 0;
+#define CHECK(cond)                                                                      \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);      \
+      failures++;                                                                        \
+    }                                                                                    \
+  } while (0)
+
+// Runs f, which must throw deltacells::error with `status` and a non-empty message.
+static void expect_error(dc_status status, const std::function<void()> &f, int line) {
+  try {
+    f();
+    std::fprintf(stderr, "line %d: no exception, expected %s\n", line, dc_status_name(status));
+    failures++;
+  } catch (const dc::error &e) {
+    if (e.status() != status || e.message().empty() ||
+        std::string(e.what()).find(dc_status_name(status)) == std::string::npos) {
+      std::fprintf(stderr, "line %d: got %s (%s), expected %s\n", line, e.status_name(), e.what(),
+                   dc_status_name(status));
+      failures++;
+    }
+  }
+}
+#define EXPECT_ERROR(status, body) expect_error(status, [&]() { body; }, __LINE__)
+
+// ---------------------------------------------------------------------------------------
+// A tiny Arrow producer: a struct batch {n: int32, label: utf8} with counted releases.
+// ---------------------------------------------------------------------------------------
+static int arrays_released = 0;
+
+struct ColumnData {
+  std::vector<int32_t> ints;
+  std::vector<int32_t> offsets;
+  std::string chars;
+  std::vector<const void *> buffers;
+};
+
+static void release_array(struct ArrowArray *a) {
+  for (int64_t i = 0; i < a->n_children; i++) {
+    if (a->children[i]->release) a->children[i]->release(a->children[i]);
+    delete a->children[i];
+  }
+  delete[] a->children;
+  delete static_cast<ColumnData *>(a->private_data);
+  a->release = nullptr;
+  if (a->n_children > 0) arrays_released++; // count batches, not their columns
+}
+
+static void fill_array(struct ArrowArray *a, int64_t length, ColumnData *d, int64_t n_buffers,
+                       int64_t n_children) {
+  a->length = length;
+  a->null_count = 0;
+  a->offset = 0;
+  a->n_buffers = n_buffers;
+  a->buffers = d->buffers.data();
+  a->n_children = n_children;
+  a->children = n_children ? new struct ArrowArray *[n_children] : nullptr;
+  a->dictionary = nullptr;
+  a->release = release_array;
+  a->private_data = d;
+}
+
+static void make_batch(const std::vector<int32_t> &ints, const std::vector<std::string> &labels,
+                       dc::ArrowArrayOwner &out) {
+  auto *top = new ColumnData;
+  top->buffers = {nullptr};
+  fill_array(out.get(), static_cast<int64_t>(ints.size()), top, 1, 2);
+
+  auto *n = new ColumnData;
+  n->ints = ints;
+  n->buffers = {nullptr, n->ints.data()};
+  out.get()->children[0] = new struct ArrowArray;
+  fill_array(out.get()->children[0], static_cast<int64_t>(ints.size()), n, 2, 0);
+
+  auto *s = new ColumnData;
+  s->offsets.push_back(0);
+  for (const auto &l : labels) {
+    s->chars += l;
+    s->offsets.push_back(static_cast<int32_t>(s->chars.size()));
+  }
+  s->buffers = {nullptr, s->offsets.data(), s->chars.data()};
+  out.get()->children[1] = new struct ArrowArray;
+  fill_array(out.get()->children[1], static_cast<int64_t>(labels.size()), s, 3, 0);
+}
+
+// A static schema {n: int32, label: utf8} (borrowed by the library, never released by it).
+static struct ArrowSchema schema_n, schema_label, schema_top;
+static struct ArrowSchema *schema_children[2] = {&schema_n, &schema_label};
+static void init_schema() {
+  schema_n = {"i", "n", nullptr, ARROW_FLAG_NULLABLE, 0, nullptr, nullptr, nullptr, nullptr};
+  schema_label = {"u", "label", nullptr, ARROW_FLAG_NULLABLE, 0, nullptr, nullptr, nullptr, nullptr};
+  schema_top = {"+s", "", nullptr, 0, 2, schema_children, nullptr, nullptr, nullptr};
+}
+
+// A fake stream whose release is counted, to test ArrowStream's ownership on its own.
+static int fake_streams_released = 0;
+static void fake_release(struct ArrowArrayStream *s) {
+  s->release = nullptr;
+  fake_streams_released++;
+}
+static struct ArrowArrayStream fake_stream() {
+  struct ArrowArrayStream s;
+  std::memset(&s, 0, sizeof s);
+  s.release = fake_release;
+  return s;
+}
+
+// Rows and nonzeros of a stream, consumed batch by batch.
+static std::pair<int64_t, int64_t> count_rows(dc::ArrowStream &s) {
+  dc::ArrowSchemaOwner schema = s.schema();
+  int64_t rows = 0, batches = 0;
+  dc::ArrowArrayOwner batch;
+  while (s.next(batch)) {
+    rows += batch->length;
+    batches++;
+  }
+  CHECK(std::string(schema->format) == "+s");
+  return {rows, batches};
+}
+
+// ---------------------------------------------------------------------------------------
+static void test_versions() {
+  CHECK(dc::abi_compatible());
+  CHECK(dc::abi_version() == DC_ABI_VERSION);
+  CHECK(dc::version() == std::to_string(DC_VERSION_MAJOR) + "." + std::to_string(DC_VERSION_MINOR) +
+                             "." + std::to_string(DC_VERSION_PATCH));
+  CHECK(std::string(dc::status_name(DC_ERR_FORMAT)) == "DC_ERR_FORMAT");
+}
+
+static void test_tiles() {
+  // 3 cells x 70000 genes; a count above 65535 and a wide gap (exceptions).
+  dc::Csr m{{0, 2, 2, 5}, {1, 69999, 0, 7, 8}, {3, 1, 100000, 2, 1}};
+  std::vector<uint8_t> blob = dc::tile_encode(m, 70000);
+  dc_tile_info info = dc::tile_inspect(blob);
+  CHECK(info.n_cells == 3 && info.nnz == 5 && info.n_genes == 70000 && info.version == 2);
+  dc::Csr back = dc::tile_decode(blob);
+  CHECK(back.indptr == m.indptr && back.indices == m.indices && back.values == m.values);
+  dc::CsrF32 f = dc::tile_decode<float>(blob, 1);
+  CHECK(f.values.size() == 5 && f.values[2] == 100000.0f);
+
+  std::vector<uint8_t> cut(blob.begin(), blob.end() - 1);
+  EXPECT_ERROR(DC_ERR_FORMAT, dc::tile_inspect(cut));
+  EXPECT_ERROR(DC_ERR_FORMAT, dc::tile_decode(cut));
+  dc::Csr bad{{0, 2}, {5, 5}, {1, 1}}; // repeated gene
+  EXPECT_ERROR(DC_ERR_INVALID_ARGUMENT, dc::tile_encode(bad, 10));
+}
+
+static void test_dataset(const std::string &dir) {
+  const std::string path = dir + "/ds";
+  const uint32_t n_genes = 5;
+  // 7 cells in input column space; cell 3 empty.
+  dc::Csr rows{{0, 2, 3, 5, 5, 7, 8, 10},
+               {0, 4, 2, 1, 3, 0, 2, 4, 1, 3},
+               {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}};
+  const std::vector<int32_t> order{4, 3, 2, 1, 0}; // output column j = input column order[j]
+  const std::vector<std::string> names{"g0", "g1", "g2", "g3", "g4"};
+  const int before = arrays_released;
+  {
+    dc::Writer w(path, n_genes);
+    w.set(DC_WRITER_TILE_SIZE, 3);
+    w.set(DC_WRITER_N_CHUNKS, 2);
+    w.set_gene_order(order);
+    w.set_var_names(names);
+    w.append_csr(rows);
+    init_schema();
+    dc::ArrowArrayOwner b1, b2;
+    make_batch({0, 1, 2, 3}, {"a", "b", "a", "c"}, b1);
+    make_batch({4, 5, 6}, {"b", "b", "a"}, b2);
+    w.append_obs(b1.get(), &schema_top);
+    w.append_obs(b2.get(), &schema_top);
+    CHECK(!b1.valid() && !b2.valid()); // moved into the library (released by it, below)
+    EXPECT_ERROR(DC_ERR_STATE, w.set(DC_WRITER_TILE_SIZE, 10)); // too late
+    w.finish();
+    EXPECT_ERROR(DC_ERR_STATE, w.finish());
+    // A writer abandoned without finish leaves nothing behind.
+    dc::Writer abandoned(dir + "/abandoned", 3);
+    abandoned.append_csr(1, std::vector<int64_t>{0, 1}.data(), std::vector<int32_t>{0}.data(),
+                         std::vector<int32_t>{1}.data());
+  }
+  CHECK(arrays_released == before + 2); // the library released both batches
+  EXPECT_ERROR(DC_ERR_NOT_FOUND, dc::Dataset(dir + "/abandoned"));
+  EXPECT_ERROR(DC_ERR_EXISTS, { dc::Writer w(path, n_genes); w.append_csr(rows); });
+
+  dc::Dataset ds(path);
+  dc_dataset_info info = ds.info();
+  CHECK(info.n_cells == 7 && info.n_genes == 5 && info.n_tiles == 3 && info.nnz == 10);
+  CHECK(info.has_gene_order && info.has_var_names && info.has_obs && !info.has_var_table);
+  CHECK(ds.gene_order() == order);
+  CHECK((ds.var_names() == std::vector<std::string>{"g4", "g3", "g2", "g1", "g0"}));
+  ds.set(DC_DATASET_THREADS, 2);
+  ds.set(DC_DATASET_TILE_CACHE, 1);
+  ds.set_cache_dir(dir + "/cache");
+  EXPECT_ERROR(DC_ERR_INVALID_ARGUMENT, ds.set(DC_DATASET_VERIFY_CRC, 7));
+
+  // Expected rows in output space, computed here from the input.
+  std::vector<std::map<int32_t, int32_t>> expect(7);
+  for (size_t r = 0; r < 7; r++)
+    for (int64_t k = rows.indptr[r]; k < rows.indptr[r + 1]; k++)
+      for (int32_t j = 0; j < 5; j++)
+        if (order[j] == rows.indices[k]) expect[r][j] = rows.values[k];
+
+  const std::vector<uint64_t> cells{6, 0, 3, 6, 4};
+  dc::Csr g = ds.gather(cells);
+  CHECK(g.n_rows() == cells.size() && ds.batch_nnz(cells) == g.nnz());
+  for (size_t i = 0; i < cells.size(); i++) {
+    std::map<int32_t, int32_t> got;
+    for (int64_t k = g.indptr[i]; k < g.indptr[i + 1]; k++) got[g.indices[k]] = g.values[k];
+    CHECK(got == expect[cells[i]]);
+  }
+  dc::CsrF32 gf = ds.gather<float>(std::vector<uint64_t>{1, 2});
+  CHECK(gf.nnz() == 3);
+  CHECK(ds.gather(std::vector<uint64_t>{3}).nnz() == 0);
+  dc::TileBounds b = ds.tile_bounds(2);
+  CHECK(b.first_cell == 6 && b.n_cells == 1 && b.nnz == 2);
+  dc::Csr t = ds.read_tile(2);
+  CHECK(t.indptr == (std::vector<int64_t>{0, 2}) && t.nnz() == 2);
+  EXPECT_ERROR(DC_ERR_OUT_OF_RANGE, ds.gather(std::vector<uint64_t>{7}));
+  EXPECT_ERROR(DC_ERR_OUT_OF_RANGE, ds.tile_bounds(3));
+  EXPECT_ERROR(DC_ERR_OUT_OF_RANGE, ds.var_name(5));
+  EXPECT_ERROR(DC_ERR_NOT_FOUND, ds.var_table());
+  EXPECT_ERROR(DC_ERR_NOT_FOUND, ds.obs({"no_such_column"}));
+
+  // obs: one batch per tile, all rows; the stream outlives the handle.
+  dc::ArrowStream obs = ds.obs();
+  dc::ArrowStream label = ds.obs({"label"});
+  {
+    dc::Dataset moved = std::move(ds); // the moved-to handle owns it now ...
+    CHECK(!ds && moved);
+    dc::Dataset other(path);
+    other = std::move(moved);          // ... and move assignment frees the previous one
+    CHECK(!moved && other && other.n_cells() == 7);
+  } // freed here, streams still valid
+  auto [n_rows, n_batches] = count_rows(obs);
+  CHECK(n_rows == 7 && n_batches == 3);
+  dc::ArrowSchemaOwner ls = label.schema();
+  CHECK(ls->n_children == 1 && std::string(ls->children[0]->name) == "label");
+  CHECK(ls->children[0]->dictionary != nullptr); // a category column: a dictionary array
+
+  EXPECT_ERROR(DC_ERR_NOT_FOUND, dc::Dataset(dir + "/missing"));
+  EXPECT_ERROR(DC_ERR_INVALID_ARGUMENT, dc::Writer(path + "2", 0));
+}
+
+static void test_stream_ownership() {
+  static_assert(!std::is_copy_constructible_v<dc::ArrowStream>);
+  static_assert(!std::is_copy_constructible_v<dc::Dataset>);
+  static_assert(!std::is_copy_assignable_v<dc::Writer>);
+  static_assert(!std::is_copy_constructible_v<dc::ChromData>);
+  static_assert(std::is_nothrow_move_constructible_v<dc::Dataset>);
+  static_assert(std::is_nothrow_move_assignable_v<dc::ArrowStream>);
+  fake_streams_released = 0;
+  {
+    struct ArrowArrayStream raw = fake_stream();
+    dc::ArrowStream a(&raw);
+    CHECK(raw.release == nullptr && a.valid()); // ownership taken
+    dc::ArrowStream b = std::move(a);
+    CHECK(!a.valid() && b.valid() && fake_streams_released == 0);
+    struct ArrowArrayStream raw2 = fake_stream();
+    dc::ArrowStream c(&raw2);
+    c = std::move(b); // releases raw2's stream
+    CHECK(fake_streams_released == 1);
+    bool threw = false;
+    try { (void)a.schema(); } catch (const std::logic_error &) { threw = true; }
+    CHECK(threw);
+  } // releases the first
+  CHECK(fake_streams_released == 2);
+  struct ArrowArrayStream raw3 = fake_stream();
+  dc::ArrowStream d(&raw3);
+  struct ArrowArrayStream out = d.release();
+  CHECK(!d.valid() && out.release != nullptr);
+  out.release(&out);
+  CHECK(fake_streams_released == 3);
+}
+
+static void test_chromdata(const std::string &stores) {
+  for (const char *name : {"main_20.chromdata.zarr", "main_21.cdz", "main_22.cdz"}) {
+    dc::ChromData cd(stores + "/" + name);
+    dc_chromdata_info info = cd.info();
+    CHECK(info.format_major == 2 && info.has_cell_id && info.n_spots > 0);
+    dc::ArrowStream all = cd.read_spots();
+    CHECK(count_rows(all).first == static_cast<int64_t>(info.n_spots));
+    dc::ArrowStream orig = cd.read_spots(true, {"coords"});
+    CHECK(count_rows(orig).first == static_cast<int64_t>(info.n_spots));
+    // 32 spots in trace t0 (tests/chromdata expected/main/main_001.parquet, pandas answer)
+    dc::ArrowStream t0 = cd.get_trace("t0");
+    CHECK(count_rows(t0).first == 32);
+    dc::ArrowStream coords = cd.get_trace("t0", {"coords"});
+    dc::ArrowSchemaOwner cs = coords.schema();
+    CHECK(cs->n_children == 6); // bin_id, trace_id, cell_id, x, y, z
+    int64_t by_cell = 0, by_chrom = 0, traces = 0, cells = 0;
+    dc::ArrowStream cats = cd.categories("spots", "cell_id");
+    dc::ArrowArrayOwner batch;
+    while (cats.next(batch)) {
+      // every category: sum of get_cell rows = all spots (unused categories have 0 rows)
+      const auto *offsets = static_cast<const int32_t *>(batch->children[0]->buffers[1]);
+      const char *chars = static_cast<const char *>(batch->children[0]->buffers[2]);
+      for (int64_t i = 0; i < batch->length; i++) {
+        std::string id(chars + offsets[i], chars + offsets[i + 1]);
+        dc::ArrowStream s = cd.get_cell(id, {"coords"});
+        by_cell += count_rows(s).first;
+      }
+    }
+    CHECK(by_cell == static_cast<int64_t>(info.n_spots));
+    for (const char *chrom : {"chr1", "chr2", "chr 3/x"}) {
+      dc::ArrowStream s = cd.get_chrom(chrom);
+      by_chrom += count_rows(s).first;
+    }
+    CHECK(by_chrom == static_cast<int64_t>(info.n_spots));
+    dc::ArrowStream it = cd.iter_traces(3, {"coords"});
+    traces = count_rows(it).first;
+    dc::ArrowStream ic = cd.iter_cells(2);
+    cells = count_rows(ic).first;
+    CHECK(traces == static_cast<int64_t>(info.n_spots) && cells == static_cast<int64_t>(info.n_spots));
+    dc::ArrowStream bins = cd.table("bins");
+    CHECK(count_rows(bins).first == static_cast<int64_t>(info.n_bins));
+    dc::ArrowStream keys = cd.keys("layers");
+    CHECK(count_rows(keys).first == 2);
+    EXPECT_ERROR(DC_ERR_NOT_FOUND, cd.get_trace("no such trace"));
+    EXPECT_ERROR(DC_ERR_NOT_FOUND, cd.table("no_such_table"));
+    EXPECT_ERROR(DC_ERR_INVALID_ARGUMENT, cd.iter_traces(0));
+    dc::ChromData moved = std::move(cd);
+    CHECK(!cd && moved);
+  }
+  EXPECT_ERROR(DC_ERR_NOT_FOUND, dc::ChromData(stores + "/missing.cdz"));
+}
+
+int main(int argc, char **argv) {
+  char tmpl[] = "/tmp/deltacells-cpp-XXXXXX";
+  if (!mkdtemp(tmpl)) return 2;
+  const std::string dir = tmpl;
+  try {
+    test_versions();
+    test_tiles();
+    test_stream_ownership();
+    test_dataset(dir);
+    if (argc > 1) test_chromdata(argv[1]);
+    else std::printf("SKIPPED: ChromData tests (no store directory given)\n");
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "unexpected exception: %s\n", e.what());
+    failures++;
+  }
+  std::string rm = "rm -rf '" + dir + "'";
+  if (std::system(rm.c_str()) != 0) failures++;
+  if (failures) {
+    std::fprintf(stderr, "%d failure(s)\n", failures);
+    return 1;
+  }
+  std::printf("all C++ tests passed\n");
+  return 0;
+}
