@@ -15,6 +15,10 @@ command -v cc >/dev/null 2>&1 || apt_missing+=(gcc)
 command -v c++ >/dev/null 2>&1 || apt_missing+=(g++)
 command -v make >/dev/null 2>&1 || apt_missing+=(make)
 command -v python3 >/dev/null 2>&1 || apt_missing+=(python3 python3-pip python3-venv)
+# R with Matrix and testthat, for the R package bindings/r (scripts/test-r.sh).
+command -v R >/dev/null 2>&1 || apt_missing+=(r-base-core)
+if ! Rscript -e 'library(Matrix)' >/dev/null 2>&1; then apt_missing+=(r-cran-matrix); fi
+if ! Rscript -e 'library(testthat)' >/dev/null 2>&1; then apt_missing+=(r-cran-testthat); fi
 if [ ${#apt_missing[@]} -gt 0 ]; then
   echo "setup: installing ${apt_missing[*]} (apt)"
   $SUDO apt-get update -qq

@@ -28,9 +28,14 @@ want = {("get_trace", "t0", "coords"): "trace_t0_coords.csv",
 out = os.path.join(root, "r-expected")
 os.makedirs(out, exist_ok=True)
 for q in store["queries"]:
-    key = (q["kind"], q.get("id"), q["columns"] if isinstance(q["columns"], str) else None)
+    cols = q.get("columns")
+    key = (q["kind"], q.get("id"), cols if isinstance(cols, str) else None)
     if key in want and "file" in q:
-        df = pq.read_table(os.path.join(root, store["expected_dir"], q["file"])).to_pandas()
+        t = pq.read_table(os.path.join(root, store["expected_dir"], q["file"]))
+        df = t.to_pandas()
+        for f in t.schema:  # R's read.csv reads TRUE/FALSE, not Python's True/False
+            if str(f.type) == "bool":
+                df[f.name] = df[f.name].map({True: "TRUE", False: "FALSE"})
         df.to_csv(os.path.join(out, want.pop(key)), index=False, na_rep="NA")
 assert not want, f"expected answers not found: {want}"
 PY

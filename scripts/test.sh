@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test of libdeltacells: formatting, lints, header drift, Rust tests, and the C
-# tests (against the shared and the static library, and again under valgrind) through ctest.
+# Runs every test of libdeltacells: formatting, lints, header drift, the bindings' coverage of
+# the header, Rust tests, the C and C++ tests (against the shared and the static library, and
+# again under valgrind) through ctest, the installed CMake/pkg-config package, and the R
+# package (R CMD check, examples-r/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -20,10 +22,19 @@ if ! diff -u include/deltacells.h target/deltacells.h.fresh; then
   exit 1
 fi
 
+echo "== bindings cover the header (Julia ccall layer up to date, C++ wrapper complete)"
+python3 bindings/julia/gen/generate.py --check
+
 echo "== Rust tests"
 cargo test --all-features
 
-echo "== C tests (ctest: shared, static, valgrind)"
+echo "== C and C++ tests (ctest: shared, static, valgrind)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2
 (cd build && ctest --output-on-failure)
+
+echo "== installed package (cmake --install; find_package and pkg-config, shared and static)"
+scripts/test-install.sh
+
+echo "== R package (R CMD build, R CMD check, examples-r/)"
+scripts/test-r.sh
