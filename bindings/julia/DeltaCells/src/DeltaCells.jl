@@ -134,8 +134,8 @@ dtype(::Type{Float32}) = L.DC_FLOAT32
 Column `k` is cell `cells[k]` (1-based; any order, repeats allowed).
 """
 function gather(ds::Dataset, cells::AbstractVector{<:Integer}; T::Type = Int32)
-    c = UInt64[x - 1 for x in cells]
     any(x -> x < 1, cells) && throw(ArgumentError("cells are 1-based"))
+    c = UInt64[x - 1 for x in cells]
     nnz = Ref{UInt64}(0)
     check(L.dc_dataset_batch_nnz(handle(ds), c, length(c), nnz))
     indptr = Vector{Int64}(undef, length(c) + 1)
