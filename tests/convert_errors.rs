@@ -251,6 +251,14 @@ fn verify_detects_a_corrupted_tile() {
     ]);
     let ds = out.to_str().unwrap();
     assert!(ok(&["verify", ds]).contains("OK: 4 tiles"));
+    let v = ok(&["verify", ds, "--against", src.to_str().unwrap()]);
+    assert!(v.contains("gathered all cells: identical to"), "{v}");
+    let other = scrna("mouse-10k-cells-1k-genes");
+    let e = fails(&["verify", ds, "--against", other.to_str().unwrap()]);
+    assert!(
+        e.contains("the dataset is 1107 cells x 507 genes, the input 10000 x 1000"),
+        "{e}"
+    );
     // Flip one byte in the streams of tile 2 (past header, chunk table and indptr).
     let t2 = out.join("tiles/tile_000002.dct");
     let mut blob = std::fs::read(&t2).unwrap();

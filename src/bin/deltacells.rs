@@ -43,7 +43,7 @@ const USAGE: &str =
 usage:
   deltacells convert INPUT OUTPUT [options]      10x folder / .mtx[.gz] / .h5ad -> dataset
   deltacells info DATASET [--tiles]              manifest summary, sizes, optional parts
-  deltacells verify DATASET [--threads N]        decode and check every tile and file
+  deltacells verify DATASET [--against INPUT]    decode and check every tile and file
   deltacells export DATASET OUT.mtx [--cells ..] cells -> Matrix Market (genes x cells)
   deltacells tile encode INPUT OUT.dct [--level N] [--chunks N] [--threads N] [--no-sort-genes]
   deltacells tile info TILE
@@ -101,14 +101,16 @@ bytes per cell and per nonzero, encoder settings, and which optional parts it ha
 order, var names, var table, obs). Reads the manifest only (nothing is decoded); use
 `deltacells verify` to check the tiles. --tiles lists every tile.";
 
-const VERIFY_HELP: &str = "usage: deltacells verify DATASET [--threads N]
+const VERIFY_HELP: &str = "usage: deltacells verify DATASET [--threads N] [--against INPUT]
 
 Checks a dataset completely: the manifest; every tile listed (its file size, its CRC-32,
 every check of the format while decoding it, its header against the manifest, and that its
 rows are canonical: genes strictly increasing, no stored zero); that tiles/ holds nothing
 else; gene_order.npy and var_names.txt when listed; that optional files exist exactly when
 the manifest says so (and obs shard sizes). Prints one line per problem and exits with
-status 1 if there is any, else prints a summary and exits 0.";
+status 1 if there is any, else prints a summary and exits 0.
+  --against INPUT  also gather every cell (tile by tile, through the reader's gather) and
+                   compare it with INPUT (any input `convert` takes), undoing the gene order.";
 
 const EXPORT_HELP: &str = "usage: deltacells export DATASET OUT.mtx [--cells LIST|FILE]
 
@@ -558,7 +560,7 @@ fn cmd_info(a: &Args) -> Result<()> {
 }
 
 fn cmd_verify(a: &Args) -> Result<()> {
-    a.check_known(&["--threads"])?;
+    a.check_known(&["--threads", "--against"])?;
     let path = one_word(a, "verify", "DATASET")?;
     let t0 = Instant::now();
     let rep = conv::verify::verify_dataset(Path::new(path), a.number("--threads", 0usize)?);
@@ -583,6 +585,14 @@ fn cmd_verify(a: &Args) -> Result<()> {
         rep.nnz,
         t0.elapsed().as_secs_f64()
     );
+    if let Some(src) = a.value("--against") {
+        let ds = Dataset::open(path)?;
+        ds.set_threads(a.number("--threads", 0usize)?);
+        let mut source = conv::open_source(Path::new(src))?;
+        let nnz = conv::verify::compare_with_source(&ds, source.as_mut())
+            .map_err(|e| e.context(format!("{path} vs {src}")))?;
+        say!("{path}: gathered all cells: identical to {src} ({nnz} nonzeros, gene order undone)");
+    }
     Ok(())
 }
 

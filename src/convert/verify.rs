@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use crate::dataset::{paths, Dataset};
+use crate::error::{Error, Result};
 use crate::pool;
 use crate::tile::ValuesOut;
 
@@ -177,4 +178,68 @@ pub fn verify_dataset(root: &Path, threads: usize) -> VerifyReport {
             .push("var.parquet: present; its content is not checked by this build".into());
     }
     rep
+}
+
+/// Gathers every cell of `ds` (in batches of a tile, so through the reader's gather path)
+/// and compares it with `source`, undoing the recorded gene order. Errors name the first
+/// differing cell. Returns the nonzeros compared.
+pub fn compare_with_source(ds: &Dataset, source: &mut dyn super::CellSource) -> Result<u64> {
+    let info = ds.info();
+    if (info.n_cells, info.n_genes) != (source.n_cells(), source.n_genes()) {
+        return Err(Error::format(format!(
+            "the dataset is {} cells x {} genes, the input {} x {}",
+            info.n_cells,
+            info.n_genes,
+            source.n_cells(),
+            source.n_genes()
+        )));
+    }
+    let order = if info.has_gene_order {
+        Some(ds.gene_order()?.to_vec())
+    } else {
+        None
+    };
+    let step = info.tile_size.max(1);
+    let mut row: Vec<(i32, i32)> = Vec::new();
+    let mut total = 0u64;
+    let mut lo = 0;
+    while lo < info.n_cells {
+        let hi = (lo + step).min(info.n_cells);
+        let cells: Vec<u64> = (lo..hi).collect();
+        let plan = ds.plan_gather(&cells)?;
+        let n = plan.nnz() as usize;
+        let (mut ip, mut ix, mut v) = (vec![0i64; cells.len() + 1], vec![0i32; n], vec![0i32; n]);
+        ds.gather_planned(&plan, &mut ip, &mut ix, ValuesOut::I32(&mut v))?;
+        let want = source.read_cells(lo, hi)?;
+        for c in 0..cells.len() {
+            row.clear();
+            row.extend(
+                (ip[c] as usize..ip[c + 1] as usize)
+                    .map(|k| (order.as_ref().map_or(ix[k], |o| o[ix[k] as usize]), v[k])),
+            );
+            row.sort_unstable();
+            let (a, b) = (want.indptr[c] as usize, want.indptr[c + 1] as usize);
+            let mut src: Vec<(i32, i32)> = (a..b)
+                .map(|k| (want.indices[k], want.values[k]))
+                .filter(|e| e.1 != 0)
+                .collect();
+            src.sort_unstable();
+            if row != src {
+                return Err(Error::format(format!(
+                    "cell {}: the dataset has {} nonzeros, the input {}{}",
+                    lo + c as u64,
+                    row.len(),
+                    src.len(),
+                    if row.len() == src.len() {
+                        " (same count, different genes or values)"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+            total += row.len() as u64;
+        }
+        lo = hi;
+    }
+    Ok(total)
 }
