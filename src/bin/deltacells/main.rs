@@ -23,6 +23,8 @@ use deltacells::dataset::{self, Dataset, WriterOptions};
 use deltacells::tile::{self, EncodeOptions, Tile, ValuesOut};
 use deltacells::{Error, Result};
 
+mod chromdata_cli;
+
 /// `println!` that ignores a closed stdout (`deltacells info | head` must not panic).
 macro_rules! say {
     ($($t:tt)*) => {{
@@ -48,6 +50,9 @@ usage:
   deltacells tile encode INPUT OUT.dct [--level N] [--chunks N] [--threads N] [--no-sort-genes]
   deltacells tile info TILE
   deltacells tile verify TILE [--against INPUT [--no-sort-genes]]
+  deltacells chromdata info STORE                ChromData store summary
+  deltacells chromdata get STORE --trace ID | --cell ID | --chrom NAME [--columns ..]
+                           [--format csv|parquet] [--output FILE]
 
 `deltacells COMMAND --help` (or `deltacells help COMMAND`) explains a command.
 Errors print one line on stderr and exit with status 1.";
@@ -80,8 +85,8 @@ Gene names (var_names.txt): 10x features column 2 (the symbols) when they are un
 file; otherwise column 1 (the gene ids, unique in Cell Ranger output); if both repeat, the
 symbols made unique with -1, -2 suffixes (as AnnData's var_names_make_unique). For .h5ad:
 the var index. A bare .mtx has no names.
-Obs / var tables (barcodes, features columns; h5ad obs and var) are read and checked; they are
-stored as obs/ and var.parquet once the dataset writer supports them (not yet in this build).
+Obs / var tables (barcodes and features columns; h5ad obs and var) are stored as obs/ shards
+and var.parquet (categorical columns as categories, the rest as numeric, bool or string).
 
 Memory: a Matrix Market file is gene-major (all cells' entries are interleaved), so it is
 read whole (about 16 bytes per nonzero). h5ad CSR and dense X are streamed a tile at a time
@@ -683,6 +688,7 @@ fn help_for(cmd: &str) -> &'static str {
         "verify" => VERIFY_HELP,
         "export" => EXPORT_HELP,
         "tile" => TILE_HELP,
+        "chromdata" => chromdata_cli::HELP,
         _ => USAGE,
     }
 }
@@ -707,6 +713,8 @@ fn run(raw: Vec<String>) -> Result<()> {
         ["tile", "encode"] => tile_encode(&a),
         ["tile", "info"] => tile_info(&a),
         ["tile", "verify"] => tile_verify(&a),
+        ["chromdata", "info"] => chromdata_cli::info(&a),
+        ["chromdata", "get"] => chromdata_cli::get(&a),
         _ => Err(Error::invalid_argument(format!(
             "unknown command '{}' (try deltacells --help)",
             cmd.join(" ")
