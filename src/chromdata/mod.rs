@@ -14,6 +14,11 @@ mod meta;
 mod pq;
 mod query;
 mod store;
+mod wcol;
+mod writer;
+mod wstore;
+
+pub use writer::{default_memory_budget, is_temp_name, ChromDataWriter, WriterOptions};
 
 use std::collections::HashMap;
 use std::path::Path;
