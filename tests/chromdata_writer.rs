@@ -668,3 +668,81 @@ fn empty_store() {
         assert_eq!(cd.read_spots(false, &Columns::All).unwrap().num_rows(), 0);
     }
 }
+
+#[test]
+fn c_abi_writer() {
+    use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
+    use deltacells::ffi::*;
+    use std::ffi::CString;
+    let d = tmpdir("ffi");
+    let s = make_spots(300, 21);
+    let p = d.join("c.cdz");
+    let cp = CString::new(p.to_str().unwrap()).unwrap();
+    let mut w: *mut dc_chromdata_writer = std::ptr::null_mut();
+    // SAFETY (test): valid pointers throughout; FFI structs built by arrow-rs.
+    unsafe {
+        assert_eq!(dc_chromdata_writer_create(cp.as_ptr(), &mut w), DC_OK);
+        assert_eq!(
+            dc_chromdata_writer_set(w, DC_CDW_LAYOUT, DC_LAYOUT_PARTITIONED as i64),
+            DC_OK
+        );
+        assert_eq!(
+            dc_chromdata_writer_set(w, DC_CDW_LAYOUT, 7),
+            DC_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(dc_chromdata_writer_set(w, 99, 0), DC_ERR_INVALID_ARGUMENT);
+        assert_eq!(
+            dc_chromdata_writer_set(w, DC_CDW_MEMORY_BUDGET, 1 << 20),
+            DC_OK
+        );
+        assert_eq!(dc_chromdata_writer_set(w, DC_CDW_THREADS, 2), DC_OK);
+        assert_eq!(dc_chromdata_writer_set(w, DC_CDW_COORD_FLOAT32, 0), DC_OK);
+        for (lo, hi) in [(0, 120), (120, 300)] {
+            let b = batch_of(&s, lo, hi);
+            let st: arrow_array::StructArray = b.into();
+            let mut arr = FFI_ArrowArray::new(&st.to_data());
+            let mut sch = FFI_ArrowSchema::try_from(st.data_type()).unwrap();
+            assert_eq!(dc_chromdata_writer_append(w, &mut arr, &mut sch), DC_OK);
+            assert!(
+                arr.is_released(),
+                "the input array is moved into the library"
+            );
+        }
+        // A bad batch: no trace_id.
+        let bad = RecordBatch::try_from_iter(vec![(
+            "chrom",
+            Arc::new(StringArray::from(vec!["a"])) as ArrayRef,
+        )])
+        .unwrap();
+        let st: arrow_array::StructArray = bad.into();
+        let mut arr = FFI_ArrowArray::new(&st.to_data());
+        let mut sch = FFI_ArrowSchema::try_from(st.data_type()).unwrap();
+        assert_eq!(
+            dc_chromdata_writer_append(w, &mut arr, &mut sch),
+            DC_ERR_INVALID_ARGUMENT
+        );
+        assert!(arr.is_released());
+        assert_eq!(
+            dc_chromdata_writer_append(w, std::ptr::null_mut(), &mut sch),
+            DC_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(dc_chromdata_writer_finish(w), DC_OK);
+        assert_eq!(dc_chromdata_writer_finish(w), DC_ERR_STATE);
+        dc_chromdata_writer_free(w);
+        dc_chromdata_writer_free(std::ptr::null_mut());
+        // Existing store without overwrite: DC_ERR_EXISTS at finish.
+        let mut w2: *mut dc_chromdata_writer = std::ptr::null_mut();
+        assert_eq!(dc_chromdata_writer_create(cp.as_ptr(), &mut w2), DC_OK);
+        assert_eq!(dc_chromdata_writer_finish(w2), DC_ERR_EXISTS);
+        dc_chromdata_writer_free(w2);
+    }
+    let cd = ChromData::open(&p).unwrap();
+    assert_eq!(cd.info().layout, Layout::Partitioned);
+    assert_same(
+        &cd.read_spots(true, &Columns::All).unwrap(),
+        &expected(&s, false),
+        "C ABI",
+    );
+    // Only the store is left in the directory.
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+}
