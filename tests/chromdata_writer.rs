@@ -746,3 +746,131 @@ fn c_abi_writer() {
     // Only the store is left in the directory.
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
 }
+
+#[test]
+fn fofct_import_and_errors() {
+    use deltacells::chromdata::fofct;
+    let d = tmpdir("fofct");
+    let mut text = String::from(
+        "##FOF-CT_version=v0.1\n##Table_namespace=4dn_FOF-CT_core\n\
+         ##columns=(Spot_ID, Trace_ID, X, Y, Z, Chrom, Chrom_Start, Chrom_End, Cell_ID, Extra_Cell_ROI_ID)\n\
+         # a comment\n",
+    );
+    let mut r = Rng(99);
+    let mut rows = Vec::new();
+    for i in 0..400 {
+        let t = r.below(20);
+        let ch = ["chr1", "chr2"][r.below(2) as usize];
+        let b = r.below(5) as i64 * 30000;
+        let x = if i % 17 == 0 {
+            "NaN".to_string()
+        } else {
+            format!("{:.3}", r.unit() * 5.0)
+        };
+        rows.push((t, ch, b));
+        text.push_str(&format!(
+            "{},{t},{x},{:.3},{:.3},{ch},{b},{},{},{}\n",
+            i + 1,
+            r.unit(),
+            r.unit(),
+            b + 30000,
+            t % 4,
+            if i % 9 == 0 {
+                String::new()
+            } else {
+                format!("roi{}", t % 3)
+            }
+        ));
+    }
+    let csv = d.join("core.csv");
+    std::fs::write(&csv, &text).unwrap();
+    let out = d.join("f.cdz");
+    let n = fofct::import(&csv, &out, WriterOptions::default()).unwrap();
+    assert_eq!(n, 400);
+    let cd = ChromData::open(&out).unwrap();
+    let b = cd.read_spots(true, &Columns::All).unwrap();
+    let names: Vec<String> = b
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "bin_id",
+            "trace_id",
+            "cell_id",
+            "x",
+            "y",
+            "z",
+            "Spot_ID",
+            "Extra_Cell_ROI_ID"
+        ]
+    );
+    let spot = b
+        .column_by_name("Spot_ID")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap();
+    assert_eq!(spot.values().to_vec(), (1..=400).collect::<Vec<i64>>());
+    let trace = b.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+    for (i, (t, _, _)) in rows.iter().enumerate() {
+        assert_eq!(trace.value(i), *t as i64);
+    }
+    let x = b.column(3).as_any().downcast_ref::<Float64Array>().unwrap();
+    assert!(x.value(0).is_nan() && !x.value(1).is_nan());
+    let roi = b.column(7).as_any().downcast_ref::<StringArray>().unwrap();
+    assert!(roi.is_null(0) && roi.value(1).starts_with("roi"));
+    assert_eq!(cd.info().n_bins, 10);
+
+    // Malformed lines: reported with their line number; nothing is left behind.
+    let head = "##FOF-CT_version=v0.1\n##columns=(Spot_ID, Trace_ID, X, Y, Z, Chrom, Chrom_Start, Chrom_End)\n";
+    for (body, want) in [
+        (
+            "1,t1,1,2,3,chr1,0,10\n2,t1,1,2,chr1,0,10\n",
+            "bad.csv:4: expected 8 fields, found 7",
+        ),
+        (
+            "1,t1,1,2,3,chr1,0,10\n2,t1,1,2,3,chr1,zero,10\n",
+            "bad.csv:4: column Chrom_Start: not an integer: \"zero\"",
+        ),
+        (
+            "1,t1,abc,2,3,chr1,0,10\n",
+            "bad.csv:3: column X: not a number: \"abc\"",
+        ),
+        (
+            "1,,1,2,3,chr1,0,10\n",
+            "bad.csv:3: column Trace_ID: missing value",
+        ),
+    ] {
+        let bad = d.join("bad.csv");
+        std::fs::write(&bad, format!("{head}{body}")).unwrap();
+        let o = d.join("bad.chromdata.zarr");
+        let e = fofct::import(&bad, &o, WriterOptions::default()).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Format, "{e}");
+        assert!(
+            e.message.contains(want),
+            "{} does not contain {want}",
+            e.message
+        );
+        assert!(!o.exists());
+    }
+    let bad = d.join("nocols.csv");
+    std::fs::write(&bad, "##columns=(Spot_ID, X)\n1,2\n").unwrap();
+    let e = fofct::import(&bad, d.join("n.cdz"), WriterOptions::default()).unwrap_err();
+    assert!(
+        e.message
+            .contains("nocols.csv:2: required FOF-CT column Trace_ID"),
+        "{e}"
+    );
+    let names: Vec<_> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.starts_with('.')),
+        "temporary leftovers: {names:?}"
+    );
+}

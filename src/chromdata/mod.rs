@@ -9,6 +9,7 @@
 //! spot tracks, layers). In 2.0 / 2.1 both sides are the same global rows; in 2.2 the key
 //! side is the coords partitions and the extra side the primary tables.
 
+pub mod fofct;
 mod index;
 mod meta;
 mod pq;
