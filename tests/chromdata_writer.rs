@@ -260,6 +260,30 @@ fn expected(s: &Spots, coord_f32: bool) -> RecordBatch {
     .unwrap()
 }
 
+/// The store as the independent Python reader (tests/chromdata/read_store.py) sees it, in
+/// original order; None when python tests are explicitly skipped.
+fn python_read(store: &Path) -> Option<RecordBatch> {
+    // Fails (no silent skip) without the modules unless DELTACELLS_SKIP_PYTHON_TESTS is set.
+    chromdata_common::stores()?;
+    let out = store.with_extension("py.parquet");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/chromdata/read_store.py");
+    let r = std::process::Command::new("python3")
+        .arg(script)
+        .arg(store)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        r.status.success(),
+        "read_store.py {}: {}",
+        store.display(),
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let b = chromdata_common::read_expected(&out);
+    std::fs::remove_file(&out).unwrap();
+    Some(b)
+}
+
 fn tmpdir(name: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("chromdata-writer")
@@ -311,6 +335,9 @@ fn round_trip_every_layout_and_cdz() {
             assert!(info.has_source_row);
             let got = cd.read_spots(true, &Columns::All).unwrap();
             assert_same(&got, &want, &format!("{}", p.display()));
+            if let Some(py) = python_read(&p) {
+                assert_same(&py, &want, &format!("python reader, {}", p.display()));
+            }
             // Canonical order: sorted by (cell, trace, chrom, bin).
             let canon = cd.read_spots(false, &Columns::All).unwrap();
             assert_eq!(canon.num_rows(), 700);
