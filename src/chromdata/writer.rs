@@ -526,6 +526,16 @@ impl ChromDataWriter {
                 "x, y, z must be present in every batch or in none",
             ));
         }
+        for (a, name) in xyz.iter().zip(["x", "y", "z"]) {
+            if let Some(a) = a {
+                if !matches!(a.data_type(), DataType::Float32 | DataType::Float64) {
+                    return Err(Error::invalid_argument(format!(
+                        "coordinate {name} must be float32 or float64, got {}",
+                        a.data_type()
+                    )));
+                }
+            }
+        }
         let trace = col("trace_id").ok_or_else(|| {
             Error::invalid_argument("the batch has no trace_id column (required)")
         })?;
@@ -700,12 +710,6 @@ impl ChromDataWriter {
             for (a, name) in xyz.iter().zip(["x", "y", "z"]) {
                 let a = a.as_ref().unwrap_or_else(|| unreachable!());
                 let f32_in = a.data_type() == &DataType::Float32;
-                if !matches!(a.data_type(), DataType::Float32 | DataType::Float64) {
-                    return Err(Error::invalid_argument(format!(
-                        "coordinate {name} must be float32 or float64, got {}",
-                        a.data_type()
-                    )));
-                }
                 push(name, wcol::coord_array(a, f32_in));
             }
         }
