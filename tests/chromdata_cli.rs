@@ -124,3 +124,72 @@ fn errors_are_one_line_with_exit_status_1() {
         assert!(err.contains(msg), "{args:?}: {err}");
     }
 }
+
+/// `import-fofct` writes a store the reader opens, in every layout; a malformed line fails
+/// with its line number and leaves no store.
+#[test]
+fn import_fofct_writes_every_layout() {
+    let dir = std::env::temp_dir().join(format!("dc-cli-fofct-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = String::from(
+        "##FOF-CT_version=v0.1\n##columns=(Spot_ID, Trace_ID, X, Y, Z, Chrom, Chrom_Start, Chrom_End, Intensity)\n",
+    );
+    let mut n = 0;
+    for t in 0..6 {
+        for (k, chrom) in ["chr2", "chr1"].iter().enumerate() {
+            for b in 0..4 {
+                n += 1;
+                let start = b * 10_000 + k * 5;
+                text.push_str(&format!(
+                    "{n},trace{t},{}.5,{}.25,{},{chrom},{start},{},{}\n",
+                    n,
+                    t,
+                    b,
+                    start + 10_000,
+                    n * 3
+                ));
+            }
+        }
+    }
+    let table = dir.join("t.csv");
+    std::fs::write(&table, &text).unwrap();
+    for (layout, out) in [
+        ("flat", "a.chromdata.zarr"),
+        ("partitioned", "b.chromdata.zarr"),
+        ("primary+coords", "c.cdz"),
+    ] {
+        let out = dir.join(out);
+        let (ok, stdout, err) = deltacells(&[
+            "chromdata",
+            "import-fofct",
+            table.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--layout",
+            layout,
+            "--memory-budget",
+            "1048576",
+        ]);
+        assert!(ok, "{err}");
+        assert!(stdout.contains(&format!("{n} spots")), "{stdout}");
+        let cd = ChromData::open(&out).unwrap();
+        let i = cd.info();
+        assert_eq!((i.n_spots, i.n_traces, i.n_chroms), (n as u64, 6, 2));
+        assert_eq!(i.layout.name(), layout);
+        let spots = cd.read_spots(true, &Columns::All).unwrap();
+        assert_eq!(spots.num_rows(), n);
+    }
+    let bad = dir.join("bad.csv");
+    std::fs::write(&bad, text.replacen("3.5,", "abc,", 1)).unwrap();
+    let out = dir.join("bad.chromdata.zarr");
+    let (ok, _, err) = deltacells(&[
+        "chromdata",
+        "import-fofct",
+        bad.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("bad.csv:5:"), "{err}");
+    assert!(!out.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use arrow_array::RecordBatch;
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
-use deltacells::chromdata::{ChromData, Columns};
+use deltacells::chromdata::{fofct, ChromData, Columns, Layout, WriterOptions};
 use deltacells::{Error, Result};
 
 use super::Args;
@@ -15,6 +15,9 @@ pub const HELP: &str = "usage:
   deltacells chromdata get STORE (--trace ID | --cell ID | --chrom NAME)
                            [--columns coords|NAME,NAME,...] [--format csv|parquet]
                            [--output FILE]
+  deltacells chromdata import-fofct TABLE.csv OUT.chromdata.zarr|OUT.cdz
+                           [--layout flat|partitioned|primary+coords] [--float32]
+                           [--memory-budget BYTES] [--threads N] [--overwrite]
 
 STORE is a NAME.chromdata.zarr directory or a .cdz file (ChromData 2.0, 2.1 or 2.2), opened
 backed: only the metadata and the index are read at open, and a query decodes only the
@@ -27,7 +30,15 @@ get    prints the spots of one trace, cell or chromosome in canonical order, as 
        standard output (default) or as a Parquet file (--format parquet needs --output).
        --columns coords   keys plus x, y, z only (reads nothing else)
        --columns a,b      keys plus these columns
-       Ids are text; for integer-typed ids the text is the decimal value.";
+       Ids are text; for integer-typed ids the text is the decimal value.
+import-fofct
+       streams a 4DN FOF-CT core table (`#` header lines, ##FOF-CT_version,
+       ##columns=(Spot_ID, Trace_ID, X, Y, Z, Chrom, Chrom_Start, Chrom_End, ...); extra
+       columns are kept) into a new store with bounded memory (--memory-budget, default half
+       of the RAM): rows are spilled as sorted runs and merged. The layout defaults to
+       primary+coords (2.2); a path ending in .cdz writes the zipped container. The store is
+       built beside the target and renamed into place: an interrupted import leaves no store.
+       A malformed line is reported with its line number.";
 
 fn columns_of(a: &Args) -> Columns {
     match a.value("--columns") {
@@ -212,5 +223,47 @@ fn write_parquet(batch: &RecordBatch, path: &Path) -> Result<()> {
     let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(fail)?;
     w.write(batch).map_err(fail)?;
     w.close().map_err(fail)?;
+    Ok(())
+}
+
+pub fn import_fofct(a: &Args) -> Result<()> {
+    a.check_known(&[
+        "--layout",
+        "--float32",
+        "--memory-budget",
+        "--threads",
+        "--overwrite",
+    ])?;
+    let [_, _, table, out] = a.words.as_slice() else {
+        return Err(Error::invalid_argument(
+            "chromdata import-fofct needs TABLE.csv and OUT (try deltacells chromdata --help)",
+        ));
+    };
+    let layout = match a.value("--layout").unwrap_or("primary+coords") {
+        "flat" | "2.0" => Layout::Flat,
+        "partitioned" | "2.1" => Layout::Partitioned,
+        "primary+coords" | "2.2" => Layout::PrimaryCoords,
+        other => {
+            return Err(Error::invalid_argument(format!(
+                "--layout {other}: expected flat, partitioned or primary+coords"
+            )))
+        }
+    };
+    let options = WriterOptions {
+        memory_budget: a.number("--memory-budget", 0u64)?,
+        coord_float32: a.flag("--float32"),
+        layout,
+        overwrite: a.flag("--overwrite"),
+        threads: a.number("--threads", 0usize)?,
+        ..WriterOptions::default()
+    };
+    let t = std::time::Instant::now();
+    let n = fofct::import(table, out, options)?;
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "{out}: {n} spots from {table}, layout {}, {:.2}s",
+        layout.name(),
+        t.elapsed().as_secs_f64()
+    );
     Ok(())
 }

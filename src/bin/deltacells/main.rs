@@ -53,6 +53,7 @@ usage:
   deltacells chromdata info STORE                ChromData store summary
   deltacells chromdata get STORE --trace ID | --cell ID | --chrom NAME [--columns ..]
                            [--format csv|parquet] [--output FILE]
+  deltacells chromdata import-fofct TABLE.csv OUT.chromdata.zarr|OUT.cdz [options]
 
 `deltacells COMMAND --help` (or `deltacells help COMMAND`) explains a command.
 Errors print one line on stderr and exit with status 1.";
@@ -137,7 +138,14 @@ Single tiles (one file holding all cells of INPUT): encode, describe, decode wit
 INPUT: a 10x Genomics matrix folder or a Matrix Market file (genes x cells).
 By default genes are reordered by decreasing total count, as deltacells datasets store them.";
 
-const FLAG_NAMES: [&str; 5] = ["--no-sort-genes", "--help", "-h", "--overwrite", "--tiles"];
+const FLAG_NAMES: [&str; 6] = [
+    "--no-sort-genes",
+    "--help",
+    "-h",
+    "--overwrite",
+    "--tiles",
+    "--float32",
+];
 
 /// Parsed command line: positional words and `--name [value]` options.
 struct Args {
@@ -147,7 +155,7 @@ struct Args {
 
 impl Args {
     fn parse(raw: Vec<String>) -> Args {
-        const FLAGS: [&str; 5] = FLAG_NAMES;
+        const FLAGS: [&str; 6] = FLAG_NAMES;
         let (mut words, mut opts) = (Vec::new(), Vec::new());
         let mut it = raw.into_iter();
         while let Some(a) = it.next() {
@@ -715,6 +723,7 @@ fn run(raw: Vec<String>) -> Result<()> {
         ["tile", "verify"] => tile_verify(&a),
         ["chromdata", "info"] => chromdata_cli::info(&a),
         ["chromdata", "get"] => chromdata_cli::get(&a),
+        ["chromdata", "import-fofct"] => chromdata_cli::import_fofct(&a),
         _ => Err(Error::invalid_argument(format!(
             "unknown command '{}' (try deltacells --help)",
             cmd.join(" ")
