@@ -92,6 +92,12 @@ struct ArrowArrayStream {
 typedef struct dc_chromdata dc_chromdata;
 
 /**
+ * A ChromData store being written (opaque), from `dc_chromdata_writer_create`, released
+ * with `dc_chromdata_writer_free`. Must not be used from several threads at once.
+ */
+typedef struct dc_chromdata_writer dc_chromdata_writer;
+
+/**
  * An open dataset (opaque). Created by `dc_dataset_open`, released by `dc_dataset_free`.
  * May be used from several threads at once.
  */
@@ -135,6 +141,11 @@ typedef struct dc_chromdata_info {
    */
   int32_t coord_bits;
 } dc_chromdata_info;
+
+/**
+ * A setting of a ChromData writer (`DC_CDW_*`), for `dc_chromdata_writer_set`.
+ */
+typedef int32_t dc_chromdata_writer_param;
 
 /**
  * A setting of a dataset handle (`DC_DATASET_*`), for `dc_dataset_set`.
@@ -206,6 +217,34 @@ typedef int32_t dc_writer_param;
  * Format 2.2: primary tables + coordinate partitions.
  */
 #define DC_LAYOUT_PRIMARY_COORDS 2
+
+/**
+ * Bytes of memory for buffering before sorted runs are spilled (>= 1 MiB; 0 = default,
+ * half of the available RAM). Before finish.
+ */
+#define DC_CDW_MEMORY_BUDGET 0
+
+/**
+ * 0 (default): float64 coordinates; 1: float32. Before finish.
+ */
+#define DC_CDW_COORD_FLOAT32 1
+
+/**
+ * A `dc_layout`; default `DC_LAYOUT_PRIMARY_COORDS` (2.2). Before finish.
+ */
+#define DC_CDW_LAYOUT 2
+
+/**
+ * 0 (default): `DC_ERR_EXISTS` if a store exists at the target; 1: replace it (only a
+ * store: any other existing path is always refused). Before finish.
+ */
+#define DC_CDW_OVERWRITE 3
+
+/**
+ * Worker threads (>= 0; 0 = `DELTACELLS_NUM_THREADS`, else all cores). The output does
+ * not depend on it.
+ */
+#define DC_CDW_THREADS 4
 
 /**
  * Decode threads per call (0 = `DELTACELLS_NUM_THREADS`, else all cores). Default 0.
@@ -477,6 +516,82 @@ dc_status dc_chromdata_read_spots(struct dc_chromdata *cd,
                                   const char *const *columns,
                                   size_t n_columns,
                                   struct ArrowArrayStream *out);
+
+/**
+ * Starts writing a ChromData store at `path`: a `*.chromdata.zarr` directory, or a zip
+ * when the path ends in `.cdz` (its parent must exist). Everything is built in a hidden
+ * temporary sibling `.<name>.tmp-<pid>-<random>` and moved into place by
+ * `dc_chromdata_writer_finish`; the target is checked there (`DC_ERR_EXISTS`).
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, no final name), `DC_ERR_NOT_FOUND`
+ * (parent directory), `DC_ERR_IO`.
+ *
+ * # Safety
+ * `path` is a NUL-terminated string; `out` is writable.
+ */
+dc_status dc_chromdata_writer_create(const char *path, struct dc_chromdata_writer **out);
+
+/**
+ * Sets a parameter (`DC_CDW_*`). Errors: `DC_ERR_INVALID_ARGUMENT` (unknown parameter,
+ * value out of range), `DC_ERR_STATE` (after finish).
+ *
+ * # Safety
+ * `w` is NULL or a live handle.
+ */
+dc_status dc_chromdata_writer_set(struct dc_chromdata_writer *w,
+                                  dc_chromdata_writer_param p,
+                                  int64_t value);
+
+/**
+ * Sets the bins table (chrom, start, end, ...), before the first append. `bins` (a struct
+ * array) is moved into the library (released on every path); `schema` is borrowed.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad table), `DC_ERR_UNSUPPORTED` (column type),
+ * `DC_ERR_STATE` (after an append or finish).
+ *
+ * # Safety
+ * `bins` is NULL or a valid `struct ArrowArray`; `schema` NULL or a valid
+ * `struct ArrowSchema` describing it.
+ */
+dc_status dc_chromdata_writer_set_bins(struct dc_chromdata_writer *w,
+                                       struct ArrowArray *bins,
+                                       struct ArrowSchema *schema);
+
+/**
+ * Appends spots in any order: chrom, start, end (or bin_id with bins set), trace_id,
+ * [cell_id], [x, y, z], extra columns (`spot_tracks/<name>`, `layers/<key>/x|y|z` for
+ * tracks and layers). `batch` is moved into the library; `schema` is borrowed.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, missing / inconsistent columns, types that
+ * cannot be unified), `DC_ERR_UNSUPPORTED` (column type), `DC_ERR_IO` (spill),
+ * `DC_ERR_STATE` (after finish).
+ *
+ * # Safety
+ * As `dc_chromdata_writer_set_bins`.
+ */
+dc_status dc_chromdata_writer_append(struct dc_chromdata_writer *w,
+                                     struct ArrowArray *batch,
+                                     struct ArrowSchema *schema);
+
+/**
+ * Merges the spilled runs, writes the layout, the index and the metadata, and moves the
+ * store into place atomically. On error nothing is left at the target.
+ *
+ * Errors: `DC_ERR_EXISTS`, `DC_ERR_IO`, `DC_ERR_STATE` (finished or failed before).
+ *
+ * # Safety
+ * `w` is NULL or a live handle.
+ */
+dc_status dc_chromdata_writer_finish(struct dc_chromdata_writer *w);
+
+/**
+ * Releases the writer; without a successful finish the write is abandoned and its
+ * temporary files removed. NULL is a no-op.
+ *
+ * # Safety
+ * `w` is NULL or a handle from `dc_chromdata_writer_create`, not used afterwards.
+ */
+void dc_chromdata_writer_free(struct dc_chromdata_writer *w);
 
 /**
  * Opens the dataset directory `path` and validates its `manifest.json` (format, version,

@@ -87,7 +87,7 @@ fn obs_batch(e: &Expected, a: usize, b: usize) -> RecordBatch {
         DictionaryArray::<Int16Type>::try_new(keys, Arc::new(StringArray::from(dict))).unwrap();
     let cols: Vec<(&str, ArrayRef)> = vec![
         ("cell_type", Arc::new(cell_type)),
-        ("batch", Arc::new(StringArray::from(e.batch[a..b].to_vec()))),
+        ("batch", Arc::new(categorical(&e.batch[a..b]))),
         (
             "n_counts",
             Arc::new(Int64Array::from(e.n_counts[a..b].to_vec())),
@@ -98,13 +98,15 @@ fn obs_batch(e: &Expected, a: usize, b: usize) -> RecordBatch {
         ),
         ("frac", Arc::new(Float64Array::from(e.frac[a..b].to_vec()))),
         ("flag", Arc::new(BooleanArray::from(e.flag[a..b].to_vec()))),
-        (
-            "barcode",
-            Arc::new(StringArray::from(e.barcode[a..b].to_vec())),
-        ),
+        ("barcode", Arc::new(categorical(&e.barcode[a..b]))),
         ("u", Arc::new(UInt16Array::from(e.u[a..b].to_vec()))),
     ];
     RecordBatch::try_from_iter(cols).unwrap()
+}
+
+/// A categorical (dictionary) column, as pandas hands over a `category` column.
+fn categorical(v: &[Option<String>]) -> DictionaryArray<Int32Type> {
+    v.iter().map(|s| s.as_deref()).collect()
 }
 
 /// Writes the test dataset: CSR in blocks of 4 rows, obs in blocks of 7, 1, 9, 6 rows (not
@@ -632,7 +634,11 @@ fn cache_file_names_are_url_quoted() {
         ),
         (
             "é",
-            Arc::new(StringArray::from(vec!["x", "y", "x"])) as ArrayRef,
+            Arc::new(categorical(&[
+                Some("x".into()),
+                Some("y".into()),
+                Some("x".into()),
+            ])) as ArrayRef,
         ),
     ])
     .unwrap();
@@ -960,4 +966,39 @@ fn concurrent_readers_fetch_a_column_once() {
         }
     });
     assert_eq!(ds.obs_shard_reads(), 3);
+}
+
+/// pandas semantics: only categorical (dictionary) columns become category columns; plain
+/// text stays string however few distinct values it has.
+#[test]
+fn plain_text_is_string_and_dictionaries_are_categories() {
+    let dir = TempDir::new("obs-kinds");
+    let path = dir.join("ds");
+    let mut w = DatasetWriter::create(&path, 3, test_options(2)).unwrap();
+    w.append_csr(3, &[0, 1, 1, 2], &[0, 2], &[1, 4]).unwrap();
+    let cats = [Some("x".to_string()), None, Some("x".to_string())];
+    let b = RecordBatch::try_from_iter([
+        (
+            "text",
+            Arc::new(StringArray::from(vec!["x", "x", "x"])) as ArrayRef,
+        ),
+        ("cat", Arc::new(categorical(&cats)) as ArrayRef),
+    ])
+    .unwrap();
+    w.append_obs(b).unwrap();
+    w.finish().unwrap();
+    let ds = open_with_cache(&path, &dir.join("cache"));
+    let cols = &ds.obs_columns().unwrap().columns;
+    assert_eq!(
+        (cols[0].kind, cols[0].arrow_type.as_str()),
+        (ObsKind::String, "string")
+    );
+    assert_eq!(
+        (cols[1].kind, cols[1].arrow_type.as_str()),
+        (ObsKind::Category, "int8")
+    );
+    assert_eq!(cols[1].categories.as_deref(), Some(&["x".to_string()][..]));
+    let got = collect(ds.obs(None).unwrap());
+    assert_eq!(concat_strings(&got, "text"), vec![Some("x".to_string()); 3]);
+    assert_eq!(concat_strings(&got, "cat"), cats.to_vec());
 }

@@ -10,8 +10,10 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::ffi::{to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
-use arrow_array::types::Int64Type;
-use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray, StructArray};
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{
+    Array, ArrayRef, DictionaryArray, Int64Array, RecordBatch, StringArray, StructArray,
+};
 use arrow_schema::{DataType, Field, Schema};
 use dataset_support::*;
 use deltacells::ffi::*;
@@ -41,11 +43,12 @@ fn obs_rows(a: usize, b: usize) -> RecordBatch {
     RecordBatch::try_from_iter([
         (
             "label",
-            Arc::new(StringArray::from(
+            // A categorical column (pandas `category`), as a dictionary array.
+            Arc::new(
                 (a..b)
                     .map(|i| (i % 4 != 0).then(|| labels[i % 3]))
-                    .collect::<Vec<_>>(),
-            )) as ArrayRef,
+                    .collect::<DictionaryArray<Int32Type>>(),
+            ) as ArrayRef,
         ),
         (
             "n",
@@ -196,11 +199,9 @@ fn obs_and_var_through_the_c_abi() {
                 got.push(b.column(0).is_valid(i).then(|| values.value(k).to_string()));
             }
         }
-        let want: Vec<Option<String>> = obs_rows(0, 8)
-            .column(0)
-            .as_string::<i32>()
-            .iter()
-            .map(|v| v.map(str::to_string))
+        let labels = ["x", "y", "z"];
+        let want: Vec<Option<String>> = (0..8)
+            .map(|i| (i % 4 != 0).then(|| labels[i % 3].to_string()))
             .collect();
         assert_eq!(got, want);
         let sub = drain(&mut sub);

@@ -4,7 +4,8 @@
 // it names and translates their conventions into C++ ones:
 //
 //   * a failing call throws deltacells::error, carrying the dc_status and dc_last_error();
-//   * handles (dc_dataset, dc_writer, dc_chromdata) and Arrow streams are RAII, move-only;
+//   * handles (dc_dataset, dc_writer, dc_chromdata, dc_chromdata_writer) and Arrow streams
+//     are RAII, move-only;
 //   * outputs come back as std::vector (CSR as struct Csr), strings as std::string.
 //
 // Link with deltacells::deltacells or deltacells::deltacells_static (CMake), or
@@ -575,7 +576,53 @@ private:
   dc_chromdata *h_ = nullptr;
 };
 
-// TODO(§6): ChromDataWriter (dc_chromdata_writer_*) once the writer lands in the C API.
+// ----------------------------------------------------------------------------------------
+// ChromData stores, writing (§6)
+// ----------------------------------------------------------------------------------------
+
+/// A ChromData store being written (dc_chromdata_writer). Move-only; one thread at a time.
+/// Destroying it without finish() abandons the write (nothing appears at the target).
+class ChromDataWriter {
+public:
+  /// dc_chromdata_writer_create: a *.chromdata.zarr directory, or a zip if path ends in .cdz.
+  explicit ChromDataWriter(const std::string &path) {
+    detail::check(dc_chromdata_writer_create(path.c_str(), &h_), "dc_chromdata_writer_create");
+  }
+  static ChromDataWriter adopt(dc_chromdata_writer *h) noexcept { return ChromDataWriter(h); }
+  ~ChromDataWriter() { dc_chromdata_writer_free(h_); }
+  ChromDataWriter(ChromDataWriter &&o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  ChromDataWriter &operator=(ChromDataWriter &&o) noexcept {
+    if (this != &o) { dc_chromdata_writer_free(h_); h_ = std::exchange(o.h_, nullptr); }
+    return *this;
+  }
+  ChromDataWriter(const ChromDataWriter &) = delete;
+  ChromDataWriter &operator=(const ChromDataWriter &) = delete;
+
+  dc_chromdata_writer *get() const noexcept { return h_; }
+  dc_chromdata_writer *release() noexcept { return std::exchange(h_, nullptr); }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+
+  /// dc_chromdata_writer_set (DC_CDW_*).
+  void set(dc_chromdata_writer_param p, int64_t value) {
+    detail::check(dc_chromdata_writer_set(h_, p, value), "dc_chromdata_writer_set");
+  }
+  /// dc_chromdata_writer_set_bins: `bins` is moved into the library; `schema` borrowed.
+  void set_bins(struct ArrowArray *bins, struct ArrowSchema *schema) {
+    detail::check(dc_chromdata_writer_set_bins(h_, bins, schema), "dc_chromdata_writer_set_bins");
+  }
+  void set_bins(ArrowArrayOwner &bins, ArrowSchemaOwner &schema) { set_bins(bins.get(), schema.get()); }
+  /// dc_chromdata_writer_append: spots in any order; `batch` moved in, `schema` borrowed.
+  void append(struct ArrowArray *batch, struct ArrowSchema *schema) {
+    detail::check(dc_chromdata_writer_append(h_, batch, schema), "dc_chromdata_writer_append");
+  }
+  void append(ArrowArrayOwner &batch, ArrowSchemaOwner &schema) { append(batch.get(), schema.get()); }
+  /// dc_chromdata_writer_finish: sort, index, and move the store into place atomically.
+  void finish() { detail::check(dc_chromdata_writer_finish(h_), "dc_chromdata_writer_finish"); }
+
+private:
+  explicit ChromDataWriter(dc_chromdata_writer *h) noexcept : h_(h) {}
+  dc_chromdata_writer *h_ = nullptr;
+};
 
 } // namespace deltacells
 

@@ -9,11 +9,17 @@
 //! spot tracks, layers). In 2.0 / 2.1 both sides are the same global rows; in 2.2 the key
 //! side is the coords partitions and the extra side the primary tables.
 
+pub mod fofct;
 mod index;
 mod meta;
 mod pq;
 mod query;
 mod store;
+mod wcol;
+mod writer;
+mod wstore;
+
+pub use writer::{default_memory_budget, is_temp_name, ChromDataWriter, WriterOptions};
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -152,6 +152,13 @@ impl Store {
     /// zip store; a directory is a directory store.
     pub(crate) fn open(path: &Path) -> Result<Store> {
         let display = path.display().to_string();
+        if crate::dataset::paths::is_temp_dir_name(path) {
+            // A writer's temporary sibling (an unfinished or killed write) never opens.
+            return Err(Error::new(
+                crate::error::ErrorKind::NotFound,
+                format!("{display}: the temporary output of an unfinished write, not a store"),
+            ));
+        }
         let md = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
         if md.is_dir() {
             return Ok(Store {

@@ -8,8 +8,9 @@
 //!   tile, zstd, no statistics.
 //!
 //! Writing streams: batches are normalised (text columns to utf8) and spilled to an Arrow
-//! IPC stream in the temporary dataset directory, while the distinct values of each text
-//! column are counted (up to `max_categories`). At finish the vocabularies are final, and
+//! IPC stream in the temporary dataset directory, while the distinct values of each
+//! categorical (dictionary) column are counted (up to `max_categories`; beyond it the column
+//! is stored as string, as the format says). Plain text columns are string columns. At finish the vocabularies are final, and
 //! the spill is read back tile by tile into the shards.
 //!
 //! Reading localises columns into a per-fingerprint cache (`<cache>/<fingerprint>/obs/
@@ -560,9 +561,13 @@ impl ObsSpill {
         let mut classes = Vec::with_capacity(batch.num_columns());
         for (f, a) in schema.fields().iter().zip(batch.columns()) {
             let name = f.name();
+            // pandas semantics: a categorical (Arrow dictionary) column is a category
+            // column unless its vocabulary exceeds max_categories; plain text is a string
+            // column.
+            let categorical = matches!(a.data_type(), DataType::Dictionary(..));
             if let Some(s) = to_utf8(a.as_ref(), name)? {
                 columns.push(Arc::new(s));
-                classes.push(0u8);
+                classes.push(if categorical { 0u8 } else { 3 });
             } else if is_numeric(a.data_type()) {
                 columns.push(a.clone());
                 classes.push(1);
@@ -612,6 +617,7 @@ impl ObsSpill {
                 .zip(norm.columns())
                 .map(|(&c, a)| match c {
                     0 => InputClass::Text(Some(HashSet::new())),
+                    3 => InputClass::Text(None),
                     1 => InputClass::Numeric(a.data_type().clone()),
                     _ => InputClass::Bool,
                 })

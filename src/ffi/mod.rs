@@ -4,6 +4,7 @@
 
 mod arrow;
 mod chromdata;
+mod chromdata_writer;
 mod dataset;
 mod error;
 mod tile;
@@ -11,6 +12,7 @@ mod version;
 mod writer;
 
 pub use chromdata::*;
+pub use chromdata_writer::*;
 pub use dataset::*;
 pub use error::*;
 pub use tile::*;

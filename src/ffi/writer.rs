@@ -266,7 +266,7 @@ pub unsafe extern "C" fn dc_writer_append_csr(
 ///
 /// # Safety
 /// `batch` is NULL or points to a valid (possibly released) `struct ArrowArray`.
-unsafe fn take_array(batch: *mut FFI_ArrowArray) -> Option<FFI_ArrowArray> {
+pub(crate) unsafe fn take_array(batch: *mut FFI_ArrowArray) -> Option<FFI_ArrowArray> {
     if batch.is_null() {
         return None;
     }
@@ -280,7 +280,7 @@ unsafe fn take_array(batch: *mut FFI_ArrowArray) -> Option<FFI_ArrowArray> {
 ///
 /// # Safety
 /// `schema` is NULL or a valid `struct ArrowSchema` describing `array`.
-unsafe fn import_batch(
+pub(crate) unsafe fn import_batch(
     array: Option<FFI_ArrowArray>,
     schema: *const FFI_ArrowSchema,
     what: &str,

@@ -24,6 +24,9 @@
 
 # Codes of the DC_DATASET_* and DC_WRITER_* parameters (include/deltacells.h).
 .dataset_params <- c(threads = 0L, tile_cache = 1L, verify_crc = 2L)
+.cd_writer_params <- c(memory_budget = 0L, coord_float32 = 1L, layout = 2L, overwrite = 3L,
+                       threads = 4L)
+.layouts <- c(flat = 0L, partitioned = 1L, primary_coords = 2L)
 .writer_params <- c(tile_size = 0L, n_chunks = 1L, zstd_level = 2L, threads = 3L,
                     overwrite = 4L, obs_tiles_per_file = 5L, obs_max_categories = 6L)
 
@@ -151,3 +154,17 @@ cd_keys <- function(cd, kind) .as_data_frame(.Call(dcr_cd_query, cd$ptr, 5L, kin
 
 cd_categories <- function(cd, table, column)
   .as_data_frame(.Call(dcr_cd_query, cd$ptr, 6L, table, column))[[1]]
+
+cd_write <- function(spots, path, layout = c("primary_coords", "partitioned", "flat"),
+                     coord_float32 = FALSE, memory_budget = NULL, threads = NULL,
+                     overwrite = FALSE) {
+  if (!is.data.frame(spots)) stop("'spots' must be a data.frame")
+  layout <- match.arg(layout)
+  params <- list(memory_budget = memory_budget, coord_float32 = as.numeric(isTRUE(coord_float32)),
+                 layout = .layouts[[layout]], overwrite = as.numeric(isTRUE(overwrite)),
+                 threads = threads)
+  params <- params[!vapply(params, is.null, TRUE)]
+  params <- stats::setNames(as.numeric(unlist(params)), .cd_writer_params[names(params)])
+  .Call(dcr_cd_write, path.expand(path), as.list(spots), params)
+  invisible(path)
+}

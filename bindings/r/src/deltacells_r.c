@@ -73,6 +73,12 @@ static void writer_finalizer(SEXP p)
   R_ClearExternalPtr(p);
 }
 
+static void cd_writer_finalizer(SEXP p)
+{
+  dc_chromdata_writer_free((dc_chromdata_writer *)R_ExternalPtrAddr(p));
+  R_ClearExternalPtr(p);
+}
+
 static void *handle(SEXP p, const char *tag)
 {
   if (TYPEOF(p) != EXTPTRSXP || R_ExternalPtrTag(p) != Rf_install(tag))
@@ -745,7 +751,7 @@ static int column_array(struct ArrowArray *a, struct ArrowSchema *s, SEXP col, c
     return 1;
   }
   default:
-    Rf_error("obs column '%s': R type '%s' is not supported (factor, character, numeric, "
+    Rf_error("column '%s': R type '%s' is not supported (factor, character, numeric, "
              "integer or logical)", name, Rf_type2char(TYPEOF(col)));
   }
   return 0;
@@ -778,9 +784,9 @@ static void build_batch(batch_holder *b, SEXP df)
     SEXP col = VECTOR_ELT(df, c);
     if (!Rf_isFactor(col) && TYPEOF(col) != STRSXP && TYPEOF(col) != INTSXP &&
         TYPEOF(col) != REALSXP && TYPEOF(col) != LGLSXP)
-      Rf_error("obs column '%s': R type '%s' is not supported (factor, character, numeric, "
+      Rf_error("column '%s': R type '%s' is not supported (factor, character, numeric, "
                "integer or logical)", Rf_translateCharUTF8(STRING_ELT(names, c)), Rf_type2char(TYPEOF(col)));
-    if (XLENGTH(col) != n_rows) Rf_error("obs columns differ in length");
+    if (XLENGTH(col) != n_rows) Rf_error("columns differ in length");
   }
   int ok = init_schema(&b->schema, "+s", "");
   b->schema.flags = 0;
@@ -810,7 +816,8 @@ static void check_writer(dc_status s, const char *fn, SEXP wkeep)
 {
   if (s != DC_OK) {
     SEXP msg = PROTECT(Rf_mkCharCE(dc_last_error(), CE_UTF8));
-    writer_finalizer(wkeep);
+    if (R_ExternalPtrTag(wkeep) == Rf_install("deltacells_cd_writer")) cd_writer_finalizer(wkeep);
+    else writer_finalizer(wkeep);
     dcr_raise(s, fn, msg);
     UNPROTECT(1);
   }
@@ -881,6 +888,34 @@ static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_
   return R_NilValue;
 }
 
+/* Writes a spot data.frame (chrom, start, end, trace_id, [cell_id], [x, y, z], ...) as a
+ * ChromData store. params: named numeric vector of DC_CDW_* codes (names) and values. */
+static SEXP dcr_cd_write(SEXP path, SEXP spots, SEXP params)
+{
+  const char *cpath = string_arg(path, "path");
+  batch_holder *b = (batch_holder *)calloc(1, sizeof *b);
+  if (!b) Rf_error("out of memory");
+  SEXP bkeep = PROTECT(R_MakeExternalPtr(b, Rf_install("deltacells_batch"), R_NilValue));
+  R_RegisterCFinalizerEx(bkeep, batch_holder_finalizer, TRUE);
+  build_batch(b, spots); /* R errors (bad column types) before any library call */
+
+  dc_chromdata_writer *w = NULL;
+  DCR_CHECK(dc_chromdata_writer_create(cpath, &w), "dc_chromdata_writer_create");
+  SEXP wkeep = PROTECT(R_MakeExternalPtr(w, Rf_install("deltacells_cd_writer"), R_NilValue));
+  R_RegisterCFinalizerEx(wkeep, cd_writer_finalizer, TRUE);
+  SEXP pcodes = Rf_getAttrib(params, R_NamesSymbol);
+  for (R_xlen_t k = 0; k < XLENGTH(params); k++)
+    check_writer(dc_chromdata_writer_set(w, atoi(CHAR(STRING_ELT(pcodes, k))), (int64_t)REAL(params)[k]),
+                 "dc_chromdata_writer_set", wkeep);
+  dc_status s = dc_chromdata_writer_append(w, &b->batch, &b->schema); /* batch moved in */
+  batch_holder_finalizer(bkeep);                                       /* schema released */
+  check_writer(s, "dc_chromdata_writer_append", wkeep);
+  check_writer(dc_chromdata_writer_finish(w), "dc_chromdata_writer_finish", wkeep);
+  cd_writer_finalizer(wkeep);
+  UNPROTECT(2);
+  return R_NilValue;
+}
+
 static SEXP dcr_versions(void)
 {
   const char *names[] = {"version", "abi_version", "header_abi_version"};
@@ -915,6 +950,7 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_cd_open", (DL_FUNC)&dcr_cd_open, 1},
     {"dcr_cd_info", (DL_FUNC)&dcr_cd_info, 1},
     {"dcr_cd_query", (DL_FUNC)&dcr_cd_query, 4},
+    {"dcr_cd_write", (DL_FUNC)&dcr_cd_write, 3},
     {NULL, NULL, 0}};
 
 void R_init_deltacells(DllInfo *dll)

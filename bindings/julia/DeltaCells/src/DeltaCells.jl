@@ -15,7 +15,7 @@ module DeltaCells
 
 using SparseArrays
 
-export DeltaCellsError, Dataset, Writer, ChromData, ArrowStream,
+export DeltaCellsError, Dataset, Writer, ChromData, ChromDataWriter, ArrowStream,
        info, gather, read_tile, var_names, gene_order, obs, var_table, write_dataset,
        tile_encode, tile_decode, tile_inspect, get_trace, get_cell, get_chrom, read_spots,
        table, abi_version, library_version
@@ -352,6 +352,34 @@ iter_cells(cd::ChromData, batch::Integer; columns = nothing) =
 read_spots(cd::ChromData; original_order::Bool = false, columns = nothing) =
     with_columns((c, n) -> stream(p -> L.dc_chromdata_read_spots(handle(cd), original_order, c, n, p)), columns)
 
-# TODO(§6): ChromData writer (dc_chromdata_writer_*) once it is in the C API.
+"""
+    ChromDataWriter(path)
+
+A ChromData store being written (a `.cdz` zip if `path` ends in `.cdz`). Spots enter as
+Arrow C structs (`append!` moves the batch into the library); `finish!` sorts, indexes and
+publishes the store atomically; `close` without `finish!` abandons it.
+"""
+mutable struct ChromDataWriter
+    ptr::Ptr{L.dc_chromdata_writer}
+    function ChromDataWriter(path::AbstractString)
+        out = Ref{Ptr{L.dc_chromdata_writer}}(C_NULL)
+        check(L.dc_chromdata_writer_create(path, out))
+        finalizer(close, new(out[]))
+    end
+end
+function Base.close(w::ChromDataWriter)
+    L.dc_chromdata_writer_free(w.ptr)
+    w.ptr = C_NULL
+    return nothing
+end
+handle(w::ChromDataWriter) = w.ptr == C_NULL ? throw(ArgumentError("the writer was closed")) : w.ptr
+
+"Sets `L.DC_CDW_MEMORY_BUDGET`, `L.DC_CDW_COORD_FLOAT32`, `L.DC_CDW_LAYOUT`, `L.DC_CDW_OVERWRITE` or `L.DC_CDW_THREADS`."
+set!(w::ChromDataWriter, param::Integer, value::Integer) = check(L.dc_chromdata_writer_set(handle(w), param, value))
+set_bins!(w::ChromDataWriter, bins::Ptr{L.ArrowArray}, schema::Ptr{L.ArrowSchema}) =
+    check(L.dc_chromdata_writer_set_bins(handle(w), bins, schema))
+append_spots!(w::ChromDataWriter, batch::Ptr{L.ArrowArray}, schema::Ptr{L.ArrowSchema}) =
+    check(L.dc_chromdata_writer_append(handle(w), batch, schema))
+finish!(w::ChromDataWriter) = check(L.dc_chromdata_writer_finish(handle(w)))
 
 end # module

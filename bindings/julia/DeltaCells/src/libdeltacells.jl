@@ -13,6 +13,11 @@ const DC_ABI_VERSION = 1
 const DC_LAYOUT_FLAT = 0
 const DC_LAYOUT_PARTITIONED = 1
 const DC_LAYOUT_PRIMARY_COORDS = 2
+const DC_CDW_MEMORY_BUDGET = 0
+const DC_CDW_COORD_FLOAT32 = 1
+const DC_CDW_LAYOUT = 2
+const DC_CDW_OVERWRITE = 3
+const DC_CDW_THREADS = 4
 const DC_DATASET_THREADS = 0
 const DC_DATASET_TILE_CACHE = 1
 const DC_DATASET_VERIFY_CRC = 2
@@ -41,12 +46,14 @@ const DC_WRITER_OBS_MAX_CATEGORIES = 6
 
 # ---- opaque handles
 mutable struct dc_chromdata end
+mutable struct dc_chromdata_writer end
 mutable struct dc_dataset end
 mutable struct dc_writer end
 
 # ---- typedefs
 const dc_status = Int32
 const dc_layout = Int32
+const dc_chromdata_writer_param = Int32
 const dc_dataset_param = Int32
 const dc_dtype = Int32
 const dc_writer_param = Int32
@@ -179,6 +186,36 @@ end
 # dc_status dc_chromdata_read_spots(struct dc_chromdata * cd, int original_order, const char * const * columns, size_t n_columns, struct ArrowArrayStream * out)
 function dc_chromdata_read_spots(cd, original_order, columns, n_columns, out)
     ccall((:dc_chromdata_read_spots, libdeltacells), dc_status, (Ptr{dc_chromdata}, Cint, Ptr{Ptr{Cchar}}, Csize_t, Ptr{ArrowArrayStream}), cd, original_order, columns, n_columns, out)
+end
+
+# dc_status dc_chromdata_writer_create(const char * path, struct dc_chromdata_writer * * out)
+function dc_chromdata_writer_create(path, out)
+    ccall((:dc_chromdata_writer_create, libdeltacells), dc_status, (Cstring, Ptr{Ptr{dc_chromdata_writer}}), path, out)
+end
+
+# dc_status dc_chromdata_writer_set(struct dc_chromdata_writer * w, dc_chromdata_writer_param p, int64_t value)
+function dc_chromdata_writer_set(w, p, value)
+    ccall((:dc_chromdata_writer_set, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, dc_chromdata_writer_param, Int64), w, p, value)
+end
+
+# dc_status dc_chromdata_writer_set_bins(struct dc_chromdata_writer * w, struct ArrowArray * bins, struct ArrowSchema * schema)
+function dc_chromdata_writer_set_bins(w, bins, schema)
+    ccall((:dc_chromdata_writer_set_bins, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, Ptr{ArrowArray}, Ptr{ArrowSchema}), w, bins, schema)
+end
+
+# dc_status dc_chromdata_writer_append(struct dc_chromdata_writer * w, struct ArrowArray * batch, struct ArrowSchema * schema)
+function dc_chromdata_writer_append(w, batch, schema)
+    ccall((:dc_chromdata_writer_append, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, Ptr{ArrowArray}, Ptr{ArrowSchema}), w, batch, schema)
+end
+
+# dc_status dc_chromdata_writer_finish(struct dc_chromdata_writer * w)
+function dc_chromdata_writer_finish(w)
+    ccall((:dc_chromdata_writer_finish, libdeltacells), dc_status, (Ptr{dc_chromdata_writer},), w)
+end
+
+# void dc_chromdata_writer_free(struct dc_chromdata_writer * w)
+function dc_chromdata_writer_free(w)
+    ccall((:dc_chromdata_writer_free, libdeltacells), Cvoid, (Ptr{dc_chromdata_writer},), w)
 end
 
 # dc_status dc_dataset_open(const char * path, struct dc_dataset * * out)

@@ -113,3 +113,31 @@ test_that("handles are released by the garbage collector", {
   invisible(gc())
   expect_equal(dc_version()$abi_version, dc_version()$header_abi_version)
 })
+
+test_that("cd_write writes a store the reader answers from", {
+  spots <- data.frame(
+    chrom = c("chr2", "chr1", "chr1", "chr1", "chr2", "chr1", "chr1"),
+    start = c(500L, 100L, 300L, 100L, 900L, 200L, 700L),
+    end = c(600L, 200L, 400L, 200L, 1000L, 300L, 800L),
+    trace_id = c("t1", "t2", "t2", "t1", "t2", "t1", "t2"),
+    x = as.numeric(1:7), y = 0, z = 0,
+    quality = factor(c("good", "bad", "good", "good", NA, "bad", "good")),
+    stringsAsFactors = FALSE)
+  for (layout in c("primary_coords", "partitioned", "flat")) {
+    path <- file.path(tempdir(), paste0("w-", layout, ".cdz"))
+    cd_write(spots, path, layout = layout, overwrite = TRUE)
+    cd <- cd_open(path)
+    expect_equal(cd_info(cd)$n_spots, 7)
+    expect_equal(cd_info(cd)$layout, match(layout, c("flat", "partitioned", "primary_coords")) - 1L)
+    back <- cd_spots(cd, original_order = TRUE)
+    expect_equal(back$x, spots$x)
+    expect_equal(as.character(back$trace_id), spots$trace_id)
+    expect_equal(as.character(back$quality), as.character(spots$quality))
+    expect_equal(sort(cd_trace(cd, "t1")$x), c(1, 4, 6))
+    expect_equal(nrow(cd_chrom(cd, "chr1")), 5)
+  }
+  expect_error(cd_write(spots, path), class = "deltacells_exists")
+  expect_error(cd_write(spots[, c("chrom", "x")], file.path(tempdir(), "bad.cdz")),
+               class = "deltacells_invalid_argument")
+  expect_false(file.exists(file.path(tempdir(), "bad.cdz")))
+})

@@ -1,0 +1,269 @@
+//! `deltacells chromdata ...`: inspect ChromData stores and query them from the shell.
+
+use std::io::Write;
+use std::path::Path;
+
+use arrow_array::RecordBatch;
+use arrow_cast::display::{ArrayFormatter, FormatOptions};
+use deltacells::chromdata::{fofct, ChromData, Columns, Layout, WriterOptions};
+use deltacells::{Error, Result};
+
+use super::Args;
+
+pub const HELP: &str = "usage:
+  deltacells chromdata info STORE
+  deltacells chromdata get STORE (--trace ID | --cell ID | --chrom NAME)
+                           [--columns coords|NAME,NAME,...] [--format csv|parquet]
+                           [--output FILE]
+  deltacells chromdata import-fofct TABLE.csv OUT.chromdata.zarr|OUT.cdz
+                           [--layout flat|partitioned|primary+coords] [--float32]
+                           [--memory-budget BYTES] [--threads N] [--overwrite]
+
+STORE is a NAME.chromdata.zarr directory or a .cdz file (ChromData 2.0, 2.1 or 2.2), opened
+backed: only the metadata and the index are read at open, and a query decodes only the
+row groups and columns it needs.
+
+info   prints the format version, layout, counts (spots, bins, traces, cells, chromosomes,
+       runs, row groups), whether coordinates (and their precision), cell ids and the
+       written order (source_row) are stored, and the keys of layers, intervals and points.
+get    prints the spots of one trace, cell or chromosome in canonical order, as CSV on
+       standard output (default) or as a Parquet file (--format parquet needs --output).
+       --columns coords   keys plus x, y, z only (reads nothing else)
+       --columns a,b      keys plus these columns
+       Ids are text; for integer-typed ids the text is the decimal value.
+import-fofct
+       streams a 4DN FOF-CT core table (`#` header lines, ##FOF-CT_version,
+       ##columns=(Spot_ID, Trace_ID, X, Y, Z, Chrom, Chrom_Start, Chrom_End, ...); extra
+       columns are kept) into a new store with bounded memory (--memory-budget, default half
+       of the RAM): rows are spilled as sorted runs and merged. The layout defaults to
+       primary+coords (2.2); a path ending in .cdz writes the zipped container. The store is
+       built beside the target and renamed into place: an interrupted import leaves no store.
+       A malformed line is reported with its line number.";
+
+fn columns_of(a: &Args) -> Columns {
+    match a.value("--columns") {
+        None => Columns::All,
+        Some("coords") => Columns::Coords,
+        Some(list) => Columns::Names(
+            list.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+        ),
+    }
+}
+
+pub fn info(a: &Args) -> Result<()> {
+    a.check_known(&[])?;
+    let [_, _, path] = a.words.as_slice() else {
+        return Err(Error::invalid_argument(
+            "chromdata info needs STORE (try deltacells chromdata --help)",
+        ));
+    };
+    let cd = ChromData::open(path)?;
+    let i = cd.info();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "store {path}: ChromData {}.{}, layout {}",
+        i.format_major,
+        i.format_minor,
+        i.layout.name()
+    );
+    let _ = writeln!(
+        out,
+        "  {} spots, {} bins on {} chromosomes, {} traces, {} cells",
+        i.n_spots, i.n_bins, i.n_chroms, i.n_traces, i.n_cells
+    );
+    let _ = writeln!(
+        out,
+        "  {} runs (trace x chromosome), {} row groups",
+        i.n_runs, i.n_row_groups
+    );
+    let coords = if i.has_coords {
+        format!("x, y, z as float{}", i.coord_bits)
+    } else {
+        "none".into()
+    };
+    let _ = writeln!(
+        out,
+        "  coordinates: {coords}; cell ids: {}; written order kept (source_row): {}",
+        if i.has_cell_id { "yes" } else { "no" },
+        if i.has_source_row {
+            "yes"
+        } else {
+            "no (written in canonical order)"
+        }
+    );
+    for kind in ["layers", "intervals", "points"] {
+        let keys = cd.keys(kind)?;
+        if !keys.is_empty() {
+            let _ = writeln!(out, "  {kind}: {}", keys.join(", "));
+        }
+    }
+    Ok(())
+}
+
+pub fn get(a: &Args) -> Result<()> {
+    a.check_known(&[
+        "--trace",
+        "--cell",
+        "--chrom",
+        "--columns",
+        "--format",
+        "--output",
+    ])?;
+    let [_, _, path] = a.words.as_slice() else {
+        return Err(Error::invalid_argument(
+            "chromdata get needs STORE (try deltacells chromdata --help)",
+        ));
+    };
+    let selectors: Vec<(&str, &str)> = ["--trace", "--cell", "--chrom"]
+        .iter()
+        .filter_map(|&k| a.value(k).map(|v| (k, v)))
+        .collect();
+    let [(which, id)] = selectors.as_slice() else {
+        return Err(Error::invalid_argument(
+            "chromdata get needs exactly one of --trace ID, --cell ID, --chrom NAME",
+        ));
+    };
+    let format = a.value("--format").unwrap_or("csv");
+    if !["csv", "parquet"].contains(&format) {
+        return Err(Error::invalid_argument(format!(
+            "--format {format}: expected csv or parquet"
+        )));
+    }
+    let output = a.value("--output");
+    if format == "parquet" && output.is_none() {
+        return Err(Error::invalid_argument(
+            "--format parquet needs --output FILE",
+        ));
+    }
+    let cd = ChromData::open(path)?;
+    let cols = columns_of(a);
+    let batch = match *which {
+        "--trace" => cd.get_trace(&cd.parse_id(id, false), &cols)?,
+        "--cell" => cd.get_cell(&cd.parse_id(id, true), &cols)?,
+        _ => cd.get_chrom(id, &cols)?,
+    };
+    match (format, output) {
+        ("parquet", Some(out)) => write_parquet(&batch, Path::new(out)),
+        (_, Some(out)) => {
+            let p = Path::new(out);
+            let mut f =
+                std::io::BufWriter::new(std::fs::File::create(p).map_err(|e| Error::io(p, &e))?);
+            write_csv(&batch, &mut f)
+                .and_then(|_| f.flush())
+                .map_err(|e| Error::io(p, &e))
+        }
+        _ => {
+            let mut out = std::io::stdout().lock();
+            match write_csv(&batch, &mut out) {
+                // A closed pipe (`| head`) is not an error.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                r => r.map_err(|e| Error::io(Path::new("<stdout>"), &e)),
+            }
+        }
+    }
+}
+
+/// RFC 4180 CSV: a header line, then one line per row; fields holding a comma, quote or
+/// line break are quoted; nulls are empty fields.
+fn write_csv(batch: &RecordBatch, out: &mut dyn Write) -> std::io::Result<()> {
+    let quote = |s: &str| -> String {
+        if s.contains([',', '"', '\n', '\r']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    };
+    let names: Vec<String> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| quote(f.name()))
+        .collect();
+    writeln!(out, "{}", names.join(","))?;
+    let opts = FormatOptions::default().with_null("");
+    let fmts: Vec<ArrayFormatter<'_>> = batch
+        .columns()
+        .iter()
+        .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(std::io::Error::other)?;
+    let mut line = String::new();
+    for r in 0..batch.num_rows() {
+        line.clear();
+        for (k, f) in fmts.iter().enumerate() {
+            if k > 0 {
+                line.push(',');
+            }
+            line.push_str(&quote(&f.value(r).to_string()));
+        }
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+fn write_parquet(batch: &RecordBatch, path: &Path) -> Result<()> {
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, ZstdLevel};
+    use parquet::file::properties::WriterProperties;
+    let file = std::fs::File::create(path).map_err(|e| Error::io(path, &e))?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    let fail = |e: parquet::errors::ParquetError| {
+        Error::new(
+            deltacells::ErrorKind::Io,
+            format!("{}: {e}", path.display()),
+        )
+    };
+    let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(fail)?;
+    w.write(batch).map_err(fail)?;
+    w.close().map_err(fail)?;
+    Ok(())
+}
+
+pub fn import_fofct(a: &Args) -> Result<()> {
+    a.check_known(&[
+        "--layout",
+        "--float32",
+        "--memory-budget",
+        "--threads",
+        "--overwrite",
+    ])?;
+    let [_, _, table, out] = a.words.as_slice() else {
+        return Err(Error::invalid_argument(
+            "chromdata import-fofct needs TABLE.csv and OUT (try deltacells chromdata --help)",
+        ));
+    };
+    let layout = match a.value("--layout").unwrap_or("primary+coords") {
+        "flat" | "2.0" => Layout::Flat,
+        "partitioned" | "2.1" => Layout::Partitioned,
+        "primary+coords" | "2.2" => Layout::PrimaryCoords,
+        other => {
+            return Err(Error::invalid_argument(format!(
+                "--layout {other}: expected flat, partitioned or primary+coords"
+            )))
+        }
+    };
+    let options = WriterOptions {
+        memory_budget: a.number("--memory-budget", 0u64)?,
+        coord_float32: a.flag("--float32"),
+        layout,
+        overwrite: a.flag("--overwrite"),
+        threads: a.number("--threads", 0usize)?,
+        ..WriterOptions::default()
+    };
+    let t = std::time::Instant::now();
+    let n = fofct::import(table, out, options)?;
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "{out}: {n} spots from {table}, layout {}, {:.2}s",
+        layout.name(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

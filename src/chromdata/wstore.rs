@@ -1,0 +1,1805 @@
+//! `finish` of the streaming writer: run structure and row groups from the per-(cell,
+//! trace, chrom) counts (§7), the k-way merge of the spilled runs into canonical order,
+//! the Parquet files of each layout (§8–§10), derived columns (§10.3), `index/` arrays
+//! (§11, Zarr v3 through zarrs), small tables and categories (§5), metadata (§3, §4), the
+//! `.cdz` zip (§13) and the atomic publish (§16).
+
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int16Type, Int32Type, UInt32Type, UInt64Type};
+use arrow_array::{Array, ArrayRef, Int32Array, RecordBatch, UInt32Array, UInt64Array};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
+use serde_json::{json, Value};
+
+use super::wcol::{self, ColState, FinalType, Group, Slot};
+use super::writer::{temp_name, RunReader, RunSource};
+use super::Layout;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Spill directory inside the temporary store directory (removed before publishing).
+pub(crate) const SPILL_DIR: &str = "_spill";
+/// Rows per merged output block.
+const BLOCK_ROWS: usize = 16384;
+/// Elements per chunk of 1-D index arrays (§6.1).
+const INDEX_CHUNK: u64 = 1_048_576;
+
+pub(crate) struct Input {
+    pub(crate) tmp: PathBuf,
+    pub(crate) target: PathBuf,
+    pub(crate) layout: Layout,
+    pub(crate) coord_f32: bool,
+    pub(crate) row_group_size: u64,
+    pub(crate) coords_row_group_size: u64,
+    pub(crate) threads: usize,
+    pub(crate) n_spots: u64,
+    pub(crate) has_cells: bool,
+    pub(crate) has_coords: bool,
+    pub(crate) bins: RecordBatch,
+    pub(crate) chrom_names: Vec<String>,
+    pub(crate) chrom_of_bin: Vec<i32>,
+    /// Provisional → final bin id (None: bins were given, ids are final).
+    pub(crate) bin_final: Option<Vec<u32>>,
+    pub(crate) cell_final: Vec<u32>,
+    pub(crate) trace_final: Vec<u32>,
+    pub(crate) trace_cats: ArrayRef,
+    pub(crate) cell_cats: Option<ArrayRef>,
+    pub(crate) cols: Vec<ColState>,
+    pub(crate) final_types: Vec<FinalType>,
+    pub(crate) layer_keys: Vec<String>,
+    /// (cell code or -1, trace code, chrom code, spots), sorted.
+    pub(crate) triples: Vec<(i32, i32, i32, u64)>,
+    pub(crate) runs: Vec<RunSource>,
+    pub(crate) overwrite: bool,
+}
+
+// ---------------------------------------------------------------------------------------
+// Names
+
+/// §6.3: stored names of a collection of names.
+pub(crate) fn portable(names: &[&str]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let lower = n.to_lowercase();
+            let base = n.split('.').next().unwrap_or("").to_uppercase();
+            let reserved = ["CON", "PRN", "AUX", "NUL"].contains(&base.as_str())
+                || ((base.starts_with("COM") || base.starts_with("LPT"))
+                    && base.len() == 4
+                    && (b'1'..=b'9').contains(&base.as_bytes()[3]));
+            let b = n.as_bytes();
+            let ok = !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+                && n.len() <= 64
+                && !n.ends_with('.')
+                && !reserved
+                && !seen.contains(&lower);
+            seen.insert(lower);
+            if ok {
+                n.to_string()
+            } else {
+                format!("_{i}")
+            }
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Run structure and row groups (§7)
+
+#[derive(Debug, Clone)]
+struct Run {
+    cell: i32,
+    trace: i32,
+    /// -1: several chromosomes (flat only).
+    chrom: i32,
+    len: u64,
+}
+
+/// §7.3 packing. `units`: each unit's run lengths.
+fn pack(units: &[Vec<u64>], t: u64) -> Vec<u64> {
+    let mut leaves = Vec::new();
+    for u in units {
+        let s: u64 = u.iter().sum();
+        if s <= t {
+            leaves.push(s);
+            continue;
+        }
+        for &r in u {
+            if r <= t {
+                leaves.push(r);
+            } else {
+                let mut x = r;
+                while x > 0 {
+                    let p = x.min(t);
+                    leaves.push(p);
+                    x -= p;
+                }
+            }
+        }
+    }
+    let mut groups = Vec::new();
+    let mut cur = 0;
+    for l in leaves {
+        if cur > 0 && cur + l > t {
+            groups.push(cur);
+            cur = 0;
+        }
+        cur += l;
+    }
+    if cur > 0 {
+        groups.push(cur);
+    }
+    groups
+}
+
+/// Units of a run list: cell segments (runs grouped by `seg` key) or, without cells, runs.
+fn units_of(runs: &[Run], has_cells: bool, seg: impl Fn(&Run) -> (i32, i32)) -> Vec<Vec<u64>> {
+    if !has_cells {
+        return runs.iter().map(|r| vec![r.len]).collect();
+    }
+    let mut out: Vec<Vec<u64>> = Vec::new();
+    let mut last = None;
+    for r in runs {
+        let k = seg(r);
+        if last != Some(k) {
+            out.push(Vec::new());
+            last = Some(k);
+        }
+        if let Some(u) = out.last_mut() {
+            u.push(r.len);
+        }
+    }
+    out
+}
+
+fn offsets(lens: impl Iterator<Item = u64>) -> Vec<i64> {
+    let mut v = vec![0i64];
+    let mut acc = 0i64;
+    for l in lens {
+        acc += l as i64;
+        v.push(acc);
+    }
+    v
+}
+
+/// Cell segments of runs: (offsets, codes, first run of each segment).
+fn segments(runs: &[Run], seg: impl Fn(&Run) -> (i32, i32)) -> (Vec<i64>, Vec<i32>, Vec<usize>) {
+    let mut offs = vec![0i64];
+    let mut codes = Vec::new();
+    let mut first = Vec::new();
+    let mut acc = 0i64;
+    let mut last = None;
+    for (i, r) in runs.iter().enumerate() {
+        let k = seg(r);
+        if last != Some(k) {
+            if last.is_some() {
+                offs.push(acc);
+            }
+            codes.push(r.cell);
+            first.push(i);
+            last = Some(k);
+        }
+        acc += r.len as i64;
+    }
+    if last.is_some() {
+        offs.push(acc);
+    }
+    (offs, codes, first)
+}
+
+/// One set of row-aligned files: one file or one per partition.
+#[derive(Debug, Clone)]
+struct Partition {
+    chrom: i32,
+    rows: u64,
+    groups: Vec<u64>,
+}
+
+#[derive(Debug, Default)]
+struct Plan {
+    /// Stored runs (primary side for 2.2).
+    runs: Vec<Run>,
+    cell_offsets: Vec<i64>,
+    cell_codes: Vec<i32>,
+    /// Row groups of the main file set (flat / primary); partitioned: per partition.
+    groups: Vec<u64>,
+    partitions: Vec<Partition>,
+    cell_partition: Vec<i32>,
+    /// 2.2 coords side.
+    coords_runs: Vec<Run>,
+    coords_parts: Vec<Partition>,
+    primary_run: Vec<i64>,
+}
+
+fn plan(
+    layout: Layout,
+    triples: &[(i32, i32, i32, u64)],
+    has_cells: bool,
+    t: u64,
+    tc: u64,
+) -> Plan {
+    let canon: Vec<Run> = triples
+        .iter()
+        .map(|&(cell, trace, chrom, len)| Run {
+            cell,
+            trace,
+            chrom,
+            len,
+        })
+        .collect();
+    let by_chrom = || {
+        let mut v: Vec<(usize, Run)> = canon.iter().cloned().enumerate().collect();
+        v.sort_by_key(|(i, r)| (r.chrom, *i));
+        v
+    };
+    let partitions_of = |runs: &[Run], t: u64| -> Vec<Partition> {
+        let mut parts: Vec<Partition> = Vec::new();
+        let mut i = 0;
+        while i < runs.len() {
+            let c = runs[i].chrom;
+            let mut j = i;
+            while j < runs.len() && runs[j].chrom == c {
+                j += 1;
+            }
+            let pr = &runs[i..j];
+            let units = units_of(pr, has_cells, |r| (r.chrom, r.cell));
+            parts.push(Partition {
+                chrom: c,
+                rows: pr.iter().map(|r| r.len).sum(),
+                groups: pack(&units, t),
+            });
+            i = j;
+        }
+        parts
+    };
+    let mut p = Plan::default();
+    match layout {
+        Layout::Flat => {
+            let mut runs: Vec<Run> = Vec::new();
+            for r in &canon {
+                match runs.last_mut() {
+                    Some(l) if l.cell == r.cell && l.trace == r.trace => {
+                        l.len += r.len;
+                        if l.chrom != r.chrom {
+                            l.chrom = -1;
+                        }
+                    }
+                    _ => runs.push(r.clone()),
+                }
+            }
+            p.groups = pack(&units_of(&runs, has_cells, |r| (r.cell, 0)), t);
+            if has_cells {
+                let (o, c, _) = segments(&runs, |r| (r.cell, 0));
+                p.cell_offsets = o;
+                p.cell_codes = c;
+            }
+            p.runs = runs;
+        }
+        Layout::Partitioned => {
+            let runs: Vec<Run> = by_chrom().into_iter().map(|(_, r)| r).collect();
+            p.partitions = partitions_of(&runs, t);
+            p.groups = p.partitions.iter().flat_map(|q| q.groups.clone()).collect();
+            if has_cells {
+                let (o, c, first) = segments(&runs, |r| (r.chrom, r.cell));
+                let part_index: HashMap<i32, i32> = p
+                    .partitions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, q)| (q.chrom, i as i32))
+                    .collect();
+                p.cell_partition = first.iter().map(|&i| part_index[&runs[i].chrom]).collect();
+                p.cell_offsets = o;
+                p.cell_codes = c;
+            }
+            p.runs = runs;
+        }
+        Layout::PrimaryCoords => {
+            p.groups = pack(&units_of(&canon, has_cells, |r| (r.cell, 0)), t);
+            if has_cells {
+                let (o, c, _) = segments(&canon, |r| (r.cell, 0));
+                p.cell_offsets = o;
+                p.cell_codes = c;
+            }
+            let bc = by_chrom();
+            p.primary_run = bc.iter().map(|(i, _)| *i as i64).collect();
+            p.coords_runs = bc.into_iter().map(|(_, r)| r).collect();
+            p.coords_parts = partitions_of(&p.coords_runs, tc);
+            p.runs = canon;
+        }
+    }
+    if !has_cells {
+        p.cell_offsets = vec![0];
+    }
+    p
+}
+
+// ---------------------------------------------------------------------------------------
+// Final batches and the merge
+
+/// Converts spill batches into final batches:
+/// bin_id, trace_id codes, [cell_id codes], [x, y, z], values..., __chrom, __row.
+struct Finalizer<'a> {
+    inp: &'a Input,
+    schema: SchemaRef,
+    trace_type: DataType,
+    cell_type: DataType,
+    types: Vec<FinalType>,
+}
+
+impl<'a> Finalizer<'a> {
+    fn new(inp: &'a Input, types: Vec<FinalType>) -> Self {
+        let code_t = |n: usize| {
+            if n <= wcol::INT16_CODES_MAX {
+                DataType::Int16
+            } else {
+                DataType::Int32
+            }
+        };
+        let trace_type = code_t(inp.trace_cats.len());
+        let cell_type = code_t(inp.cell_cats.as_ref().map_or(0, |c| c.len()));
+        let mut fields = vec![
+            Field::new("bin_id", DataType::Int32, true),
+            Field::new("trace_id", trace_type.clone(), true),
+        ];
+        if inp.has_cells {
+            fields.push(Field::new("cell_id", cell_type.clone(), true));
+        }
+        if inp.has_coords {
+            let ct = if inp.coord_f32 {
+                DataType::Float32
+            } else {
+                DataType::Float64
+            };
+            for a in ["x", "y", "z"] {
+                fields.push(Field::new(a, ct.clone(), true));
+            }
+        }
+        for (c, t) in inp.cols.iter().zip(&types) {
+            fields.push(Field::new(&c.name, t.stored(), true));
+        }
+        fields.push(Field::new("__chrom", DataType::Int32, true));
+        fields.push(Field::new("__row", DataType::UInt64, true));
+        Finalizer {
+            inp,
+            schema: Arc::new(Schema::new(fields)),
+            trace_type,
+            cell_type,
+            types,
+        }
+    }
+
+    fn first_value(&self) -> usize {
+        2 + self.inp.has_cells as usize + 3 * self.inp.has_coords as usize
+    }
+
+    fn convert(&self, b: &RecordBatch) -> Result<RecordBatch> {
+        let inp = self.inp;
+        let n = b.num_rows();
+        let prov = |i: usize| b.column(i).as_primitive::<UInt32Type>();
+        let bins: Vec<i32> = prov(2)
+            .values()
+            .iter()
+            .map(|&p| match &inp.bin_final {
+                Some(f) => f[p as usize] as i32,
+                None => p as i32,
+            })
+            .collect();
+        let chrom: Vec<i32> = bins.iter().map(|&b| inp.chrom_of_bin[b as usize]).collect();
+        let codes = |vals: &[u32], map: &[u32], t: &DataType| {
+            wcol::codes_array(
+                vals.iter().map(|&p| Some(map[p as usize] as i32)).collect(),
+                t,
+            )
+        };
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(bins)),
+            codes(prov(1).values(), &inp.trace_final, &self.trace_type),
+        ];
+        if inp.has_cells {
+            cols.push(codes(prov(0).values(), &inp.cell_final, &self.cell_type));
+        }
+        let mut src = 4;
+        if inp.has_coords {
+            for _ in 0..3 {
+                cols.push(wcol::coord_array(b.column(src), inp.coord_f32));
+                src += 1;
+            }
+        }
+        for (i, (c, t)) in inp.cols.iter().zip(&self.types).enumerate() {
+            cols.push(wcol::finalize(&c.name, b.column(src + i), t)?);
+        }
+        cols.push(Arc::new(Int32Array::from(chrom)));
+        cols.push(b.column(3).clone());
+        debug_assert_eq!(cols[0].len(), n);
+        RecordBatch::try_new(self.schema.clone(), cols)
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("final batch: {e}")))
+    }
+}
+
+type Key = (i32, i32, i32, i32, u64);
+
+struct Cursor {
+    reader: RunReader,
+    batch: Option<RecordBatch>,
+    keys: Vec<Key>,
+    pos: usize,
+    /// Index of `batch` in the current block's sources.
+    src: usize,
+}
+
+fn keys_of(b: &RecordBatch, has_cells: bool, chrom_col: usize) -> Vec<Key> {
+    let n = b.num_rows();
+    let bin = b.column(0).as_primitive::<Int32Type>();
+    let code = |a: &ArrayRef, i: usize| -> i32 {
+        match a.data_type() {
+            DataType::Int16 => a.as_primitive::<Int16Type>().value(i) as i32,
+            _ => a.as_primitive::<Int32Type>().value(i),
+        }
+    };
+    let trace = b.column(1);
+    let chrom = b.column(chrom_col).as_primitive::<Int32Type>();
+    let row = b.column(chrom_col + 1).as_primitive::<UInt64Type>();
+    (0..n)
+        .map(|i| {
+            (
+                if has_cells { code(b.column(2), i) } else { -1 },
+                code(trace, i),
+                chrom.value(i),
+                bin.value(i),
+                row.value(i),
+            )
+        })
+        .collect()
+}
+
+/// Merges the runs into canonical order, handing blocks of final rows to `sink`.
+fn merge(
+    runs: Vec<RunSource>,
+    fin: &Finalizer<'_>,
+    mut sink: impl FnMut(RecordBatch) -> Result<()>,
+) -> Result<()> {
+    let has_cells = fin.inp.has_cells;
+    let chrom_col = fin.schema.fields().len() - 2;
+    let mut cursors: Vec<Cursor> = Vec::with_capacity(runs.len());
+    let mut sources: Vec<RecordBatch> = Vec::new();
+    let load = |c: &mut Cursor, sources: &mut Vec<RecordBatch>| -> Result<()> {
+        c.batch = None;
+        c.pos = 0;
+        while let Some(b) = c.reader.next_batch()? {
+            if b.num_rows() == 0 {
+                continue;
+            }
+            let f = fin.convert(&b)?;
+            c.keys = keys_of(&f, has_cells, chrom_col);
+            c.src = sources.len();
+            sources.push(f.clone());
+            c.batch = Some(f);
+            break;
+        }
+        Ok(())
+    };
+    let mut heap: BinaryHeap<std::cmp::Reverse<(Key, usize)>> = BinaryHeap::new();
+    for r in runs {
+        let mut c = Cursor {
+            reader: RunReader::open(r)?,
+            batch: None,
+            keys: Vec::new(),
+            pos: 0,
+            src: 0,
+        };
+        load(&mut c, &mut sources)?;
+        if c.batch.is_some() {
+            heap.push(std::cmp::Reverse((c.keys[0], cursors.len())));
+        }
+        cursors.push(c);
+    }
+    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(BLOCK_ROWS);
+    let emit = |picks: &mut Vec<(usize, usize)>,
+                sources: &mut Vec<RecordBatch>,
+                cursors: &mut Vec<Cursor>,
+                sink: &mut dyn FnMut(RecordBatch) -> Result<()>|
+     -> Result<()> {
+        if picks.is_empty() {
+            return Ok(());
+        }
+        let ncol = fin.schema.fields().len();
+        let mut cols = Vec::with_capacity(ncol);
+        for c in 0..ncol {
+            let arrays: Vec<&dyn Array> = sources.iter().map(|b| b.column(c).as_ref()).collect();
+            cols.push(
+                arrow_select::interleave::interleave(&arrays, picks)
+                    .map_err(|e| Error::new(ErrorKind::Internal, format!("merge: {e}")))?,
+            );
+        }
+        let block = RecordBatch::try_new(fin.schema.clone(), cols)
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("merge: {e}")))?;
+        picks.clear();
+        sources.clear();
+        for c in cursors.iter_mut() {
+            if let Some(b) = &c.batch {
+                c.src = sources.len();
+                sources.push(b.clone());
+            }
+        }
+        sink(block)
+    };
+    while let Some(std::cmp::Reverse((_, ci))) = heap.pop() {
+        let c = &mut cursors[ci];
+        picks.push((c.src, c.pos));
+        c.pos += 1;
+        if c.pos == c.keys.len() {
+            load(c, &mut sources)?;
+        }
+        if c.batch.is_some() {
+            heap.push(std::cmp::Reverse((c.keys[c.pos], ci)));
+        }
+        if picks.len() == BLOCK_ROWS {
+            emit(&mut picks, &mut sources, &mut cursors, &mut sink)?;
+        }
+    }
+    emit(&mut picks, &mut sources, &mut cursors, &mut sink)
+}
+
+// ---------------------------------------------------------------------------------------
+// Parquet sinks
+
+fn props(dict_off: &[String]) -> WriterProperties {
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+        .set_max_row_group_size(usize::MAX)
+        .set_created_by("libdeltacells".to_string());
+    for c in dict_off {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(c.as_str()), false);
+    }
+    b.build()
+}
+
+struct PqSink {
+    path: PathBuf,
+    writer: Option<ArrowWriter<BufWriter<File>>>,
+    /// (column of the final batch, stored name).
+    cols: Vec<usize>,
+    schema: SchemaRef,
+    groups: Vec<u64>,
+    g: usize,
+    in_group: u64,
+    /// Partition index, or None for all rows.
+    part: Option<usize>,
+}
+
+impl PqSink {
+    fn new(
+        root: &Path,
+        rel: &str,
+        fin_schema: &Schema,
+        cols: Vec<(usize, String)>,
+        groups: Vec<u64>,
+        part: Option<usize>,
+        dict_floats: bool,
+    ) -> Result<PqSink> {
+        let path = root.join("tables").join(rel);
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
+        }
+        let fields: Vec<Field> = cols
+            .iter()
+            .map(|(i, n)| Field::new(n, fin_schema.field(*i).data_type().clone(), true))
+            .collect();
+        let dict_off: Vec<String> = if dict_floats {
+            Vec::new()
+        } else {
+            fields
+                .iter()
+                .filter(|f| matches!(f.data_type(), DataType::Float32 | DataType::Float64))
+                .map(|f| f.name().clone())
+                .collect()
+        };
+        let schema = Arc::new(Schema::new(fields));
+        let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
+        let w = ArrowWriter::try_new(BufWriter::new(f), schema.clone(), Some(props(&dict_off)))
+            .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", path.display())))?;
+        Ok(PqSink {
+            path,
+            writer: Some(w),
+            cols: cols.into_iter().map(|(i, _)| i).collect(),
+            schema,
+            groups,
+            g: 0,
+            in_group: 0,
+            part,
+        })
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> Error {
+        Error::new(ErrorKind::Io, format!("{}: {e}", self.path.display()))
+    }
+
+    fn write(&mut self, b: &RecordBatch) -> Result<()> {
+        let proj = RecordBatch::try_new(
+            self.schema.clone(),
+            self.cols.iter().map(|&i| b.column(i).clone()).collect(),
+        )
+        .map_err(|e| self.err(e))?;
+        let mut off = 0usize;
+        while off < proj.num_rows() {
+            let Some(&target) = self.groups.get(self.g) else {
+                return Err(Error::new(
+                    ErrorKind::Internal,
+                    format!("{}: more rows than planned", self.path.display()),
+                ));
+            };
+            let n = ((target - self.in_group) as usize).min(proj.num_rows() - off);
+            let w = self.writer.as_mut().unwrap_or_else(|| unreachable!());
+            w.write(&proj.slice(off, n))
+                .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", self.path.display())))?;
+            off += n;
+            self.in_group += n as u64;
+            if self.in_group == target {
+                w.flush().map_err(|e| {
+                    Error::new(ErrorKind::Io, format!("{}: {e}", self.path.display()))
+                })?;
+                self.g += 1;
+                self.in_group = 0;
+            }
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<()> {
+        if self.g != self.groups.len() || self.in_group != 0 {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                format!(
+                    "{}: wrote {} of {} planned row groups",
+                    self.path.display(),
+                    self.g,
+                    self.groups.len()
+                ),
+            ));
+        }
+        if let Some(w) = self.writer.take() {
+            let inner = w.into_inner().map_err(|e| self.err(e))?;
+            let f = inner.into_inner().map_err(|e| self.err(e.error()))?;
+            f.sync_all().map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes a small table (one row group).
+fn write_small(root: &Path, rel: &str, b: &RecordBatch) -> Result<()> {
+    let path = root.join("tables").join(rel);
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
+    }
+    let err =
+        |e: &dyn std::fmt::Display| Error::new(ErrorKind::Io, format!("{}: {e}", path.display()));
+    let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
+    let mut w = ArrowWriter::try_new(BufWriter::new(f), b.schema(), Some(props(&[])))
+        .map_err(|e| err(&e))?;
+    if b.num_rows() > 0 {
+        w.write(b).map_err(|e| err(&e))?;
+    }
+    w.close().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+fn one_col(name: &str, a: ArrayRef) -> Result<RecordBatch> {
+    let s = Schema::new(vec![Field::new(name, a.data_type().clone(), true)]);
+    RecordBatch::try_new(Arc::new(s), vec![a])
+        .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))
+}
+
+// ---------------------------------------------------------------------------------------
+// Zarr
+
+fn zarr_store(root: &Path) -> Result<Arc<zarrs::filesystem::FilesystemStore>> {
+    zarrs::filesystem::FilesystemStore::new(root)
+        .map(Arc::new)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", root.display())))
+}
+
+fn zarr_err(path: &str, e: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Io, format!("zarr array {path}: {e}"))
+}
+
+/// A 1-D array (§6.1) written chunk by chunk.
+struct ZarrArray1 {
+    array: zarrs::array::Array<zarrs::filesystem::FilesystemStore>,
+    path: String,
+}
+
+impl ZarrArray1 {
+    fn create(
+        store: &Arc<zarrs::filesystem::FilesystemStore>,
+        path: &str,
+        n: u64,
+        int64: bool,
+    ) -> Result<Self> {
+        use zarrs::array::codec::{BytesCodec, ZstdCodec};
+        let chunk = n.clamp(1, INDEX_CHUNK);
+        let (dt, fill) = if int64 {
+            (
+                zarrs::array::DataType::Int64,
+                zarrs::array::FillValue::from(0i64),
+            )
+        } else {
+            (
+                zarrs::array::DataType::Int32,
+                zarrs::array::FillValue::from(0i32),
+            )
+        };
+        let grid: zarrs::array::ChunkGrid = vec![chunk]
+            .try_into()
+            .map_err(|e| zarr_err(path, format!("{e:?}")))?;
+        let array = zarrs::array::ArrayBuilder::new(vec![n], dt, grid, fill)
+            .array_to_bytes_codec(Arc::new(BytesCodec::little()))
+            .bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(3, false))])
+            .build(store.clone(), &format!("/{path}"))
+            .map_err(|e| zarr_err(path, e))?;
+        array.store_metadata().map_err(|e| zarr_err(path, e))?;
+        Ok(ZarrArray1 {
+            array,
+            path: path.to_string(),
+        })
+    }
+
+    fn chunk_len(&self) -> usize {
+        let n = self.array.shape()[0];
+        n.clamp(1, INDEX_CHUNK) as usize
+    }
+
+    fn store_chunk<T: zarrs::array::Element>(&self, i: u64, data: &[T]) -> Result<()> {
+        self.array
+            .store_chunk_elements(&[i], data)
+            .map_err(|e| zarr_err(&self.path, e))
+    }
+}
+
+fn zarr_i64(store: &Arc<zarrs::filesystem::FilesystemStore>, path: &str, v: &[i64]) -> Result<()> {
+    let a = ZarrArray1::create(store, path, v.len() as u64, true)?;
+    let c = a.chunk_len();
+    for (i, ch) in v.chunks(c).enumerate() {
+        let mut buf = ch.to_vec();
+        buf.resize(c, 0);
+        a.store_chunk(i as u64, &buf)?;
+    }
+    Ok(())
+}
+
+fn zarr_i32(store: &Arc<zarrs::filesystem::FilesystemStore>, path: &str, v: &[i32]) -> Result<()> {
+    let a = ZarrArray1::create(store, path, v.len() as u64, false)?;
+    let c = a.chunk_len();
+    for (i, ch) in v.chunks(c).enumerate() {
+        let mut buf = ch.to_vec();
+        buf.resize(c, 0);
+        a.store_chunk(i as u64, &buf)?;
+    }
+    Ok(())
+}
+
+fn write_json(path: &Path, v: &Value) -> Result<()> {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
+    }
+    let bytes =
+        serde_json::to_vec_pretty(v).map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+    std::fs::write(path, bytes).map_err(|e| Error::io(path, &e))
+}
+
+fn group_json(attrs: Value) -> Value {
+    json!({"zarr_format": 3, "node_type": "group", "attributes": attrs})
+}
+
+// ---------------------------------------------------------------------------------------
+// Source rows
+
+/// Input row of each stored row, written per partition to raw files during the merge.
+struct SourceRows {
+    files: Vec<(PathBuf, BufWriter<File>)>,
+    counts: Vec<u64>,
+    starts: Vec<u64>,
+    identity: bool,
+}
+
+impl SourceRows {
+    fn new(dir: &Path, starts: Vec<u64>) -> Result<Self> {
+        let mut files = Vec::new();
+        for p in 0..starts.len() {
+            let path = dir.join(format!("source_row-{p}.bin"));
+            let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
+            files.push((path, BufWriter::new(f)));
+        }
+        Ok(SourceRows {
+            counts: vec![0; starts.len()],
+            files,
+            starts,
+            identity: true,
+        })
+    }
+
+    fn push(&mut self, p: usize, rows: &UInt64Array) -> Result<()> {
+        let (path, f) = &mut self.files[p];
+        for &r in rows.values() {
+            if r != self.starts[p] + self.counts[p] {
+                self.identity = false;
+            }
+            self.counts[p] += 1;
+            f.write_all(&(r as i64).to_le_bytes())
+                .map_err(|e| Error::io(path, &e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `index/source_row` (unless stored order is input order); true if written.
+    fn finish(self, store: &Arc<zarrs::filesystem::FilesystemStore>, n: u64) -> Result<bool> {
+        let mut paths = Vec::new();
+        for (path, mut f) in self.files {
+            f.flush().map_err(|e| Error::io(&path, &e))?;
+            paths.push(path);
+        }
+        if self.identity {
+            return Ok(false);
+        }
+        let a = ZarrArray1::create(store, "index/source_row", n, true)?;
+        let c = a.chunk_len();
+        let mut buf: Vec<i64> = Vec::with_capacity(c);
+        let mut chunk = 0u64;
+        let mut bytes = vec![0u8; 8 << 16];
+        for p in &paths {
+            let mut f = File::open(p).map_err(|e| Error::io(p, &e))?;
+            loop {
+                let k = f.read(&mut bytes).map_err(|e| Error::io(p, &e))?;
+                if k == 0 {
+                    break;
+                }
+                // Reads of a regular file return whole 8-byte values except at EOF
+                // boundaries; read_exact the remainder to keep alignment.
+                let mut k = k;
+                while k % 8 != 0 {
+                    f.read_exact(&mut bytes[k..k + (8 - k % 8)])
+                        .map_err(|e| Error::io(p, &e))?;
+                    k += 8 - k % 8;
+                }
+                for v in bytes[..k].chunks_exact(8) {
+                    buf.push(i64::from_le_bytes(v.try_into().unwrap_or_default()));
+                    if buf.len() == c {
+                        a.store_chunk(chunk, &buf)?;
+                        chunk += 1;
+                        buf.clear();
+                    }
+                }
+            }
+        }
+        if !buf.is_empty() {
+            buf.resize(c, 0);
+            a.store_chunk(chunk, &buf)?;
+        }
+        Ok(true)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The store
+
+fn coldesc_cat(
+    name: &str,
+    cats: &ArrayRef,
+    path: &str,
+    codes: bool,
+) -> serde_json::Map<String, Value> {
+    let mut d = serde_json::Map::new();
+    d.insert("name".into(), json!(name));
+    d.insert("type".into(), json!("categorical"));
+    if codes {
+        d.insert(
+            "codes".into(),
+            json!(if cats.len() <= wcol::INT16_CODES_MAX {
+                "int16"
+            } else {
+                "int32"
+            }),
+        );
+    }
+    d.insert("categories".into(), json!(path));
+    d.insert("n_categories".into(), json!(cats.len()));
+    d.insert("ordered".into(), json!(false));
+    d
+}
+
+fn type_name_of(t: &DataType) -> &'static str {
+    match t {
+        DataType::Boolean => "bool",
+        DataType::Int8 => "int8",
+        DataType::Int16 => "int16",
+        DataType::Int32 => "int32",
+        DataType::Int64 => "int64",
+        DataType::UInt8 => "uint8",
+        DataType::UInt16 => "uint16",
+        DataType::UInt32 => "uint32",
+        DataType::UInt64 => "uint64",
+        DataType::Float32 => "float32",
+        DataType::Float64 => "float64",
+        _ => "string",
+    }
+}
+
+/// Storage decision of an extra column (2.2).
+#[derive(Debug, Clone)]
+enum Storage {
+    Spots,
+    Primary,
+    Bins(String),
+    Derived(usize),
+}
+
+const KEYS: [&str; 3] = ["bin", "cell", "trace"];
+
+/// Derived columns per key: (column, values by code).
+type DerivedCols = [Vec<(usize, ArrayRef)>; 3];
+
+fn decide_storage(inp: &Input, types: &[FinalType]) -> Result<(Vec<Storage>, DerivedCols)> {
+    let mut out = Vec::new();
+    let mut derived: [Vec<(usize, ArrayRef)>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    let n_codes = [
+        inp.chrom_of_bin.len(),
+        inp.cell_cats.as_ref().map_or(0, |c| c.len()),
+        inp.trace_cats.len(),
+    ];
+    for (ci, c) in inp.cols.iter().enumerate() {
+        if c.group != Group::Extra {
+            continue;
+        }
+        if inp.layout != Layout::PrimaryCoords {
+            out.push(Storage::Spots);
+            continue;
+        }
+        let t = &types[ci];
+        let mut st = Storage::Primary;
+        if inp.n_spots > 0 {
+            // Final-code slots per key.
+            let finals: [Option<Vec<Slot>>; 3] = std::array::from_fn(|k| {
+                let slots = c.detect[k].slots.as_ref()?;
+                if k == 1 && !inp.has_cells {
+                    return None;
+                }
+                let mut v = vec![Slot::Empty; n_codes[k]];
+                for (p, s) in slots.iter().enumerate() {
+                    if *s == Slot::Empty {
+                        continue;
+                    }
+                    let f = match k {
+                        0 => inp.bin_final.as_ref().map_or(p as u32, |m| m[p]),
+                        1 => inp.cell_final[p],
+                        _ => inp.trace_final[p],
+                    } as usize;
+                    v[f] = s.clone();
+                }
+                Some(v)
+            });
+            // Reference to a bins column (non-categorical, same type).
+            if let (Some(slots), false) = (&finals[0], matches!(t, FinalType::Cat(_))) {
+                let bs = inp.bins.schema();
+                for (bi, f) in bs.fields().iter().enumerate().skip(3) {
+                    if f.data_type() != &t.stored() {
+                        continue;
+                    }
+                    let spill = wcol::to_spill(f.name(), inp.bins.column(bi))?;
+                    let ok = slots.iter().enumerate().all(|(b, s)| {
+                        *s == Slot::Empty || {
+                            let one = spill.slice(b, 1);
+                            let mut d = wcol::Detect::new();
+                            d.feed(one.as_ref(), &[0]);
+                            d.slots.as_ref().is_some_and(|v| v[0] == *s)
+                        }
+                    });
+                    if ok {
+                        st = Storage::Bins(f.name().clone());
+                        break;
+                    }
+                }
+            }
+            if matches!(st, Storage::Primary) {
+                for (k, f) in finals.iter().enumerate() {
+                    if let Some(slots) = f {
+                        let slots: Vec<Slot> = slots
+                            .iter()
+                            .map(|s| {
+                                if *s == Slot::Empty {
+                                    Slot::Null
+                                } else {
+                                    s.clone()
+                                }
+                            })
+                            .collect();
+                        let a = wcol::derived_array(&c.name, &slots, t)?;
+                        derived[k].push((ci, a));
+                        st = Storage::Derived(k);
+                        break;
+                    }
+                }
+            }
+        }
+        out.push(st);
+    }
+    Ok((out, derived))
+}
+
+pub(crate) fn write_store(mut inp: Input) -> Result<()> {
+    let root = inp.tmp.clone();
+    let layout = inp.layout;
+    let has_cells = inp.has_cells;
+    let t = match (inp.row_group_size, layout) {
+        (0, Layout::Partitioned) => 16384,
+        (0, _) => 65536,
+        (x, _) => x,
+    };
+    let tc = if inp.coords_row_group_size == 0 {
+        16384
+    } else {
+        inp.coords_row_group_size
+    };
+    // Layers: one type per layer.
+    let mut types = inp.final_types.clone();
+    let mut layer_f64 = vec![false; inp.layer_keys.len()];
+    for (c, ty) in inp.cols.iter().zip(&types) {
+        if let Group::Layer(k, _) = c.group {
+            layer_f64[k] |= !matches!(ty, FinalType::F32);
+        }
+    }
+    for (c, ty) in inp.cols.iter().zip(types.iter_mut()) {
+        if let Group::Layer(k, _) = c.group {
+            *ty = if layer_f64[k] {
+                FinalType::F64
+            } else {
+                FinalType::F32
+            };
+        }
+    }
+    let (storage, derived) = decide_storage(&inp, &types)?;
+    let plan = plan(layout, &inp.triples, has_cells, t, tc);
+    let runs = std::mem::take(&mut inp.runs);
+    let fin = Finalizer::new(&inp, types.clone());
+    let fs = fin.schema.clone();
+    let fv = fin.first_value();
+    let extras: Vec<usize> = (0..inp.cols.len())
+        .filter(|&i| inp.cols[i].group == Group::Extra)
+        .collect();
+    let tracks: Vec<usize> = (0..inp.cols.len())
+        .filter(|&i| matches!(inp.cols[i].group, Group::Track(_)))
+        .collect();
+    let layer_cols = |k: usize| -> Vec<(usize, String)> {
+        (0..3)
+            .map(|a| {
+                let i = inp
+                    .cols
+                    .iter()
+                    .position(|c| c.group == Group::Layer(k, a))
+                    .unwrap_or(0);
+                (fv + i, ["x", "y", "z"][a].to_string())
+            })
+            .collect()
+    };
+    let track_cols: Vec<(usize, String)> = tracks
+        .iter()
+        .map(|&i| match &inp.cols[i].group {
+            Group::Track(n) => (fv + i, n.clone()),
+            _ => unreachable!(),
+        })
+        .collect();
+    let key_cols: Vec<(usize, String)> = (0..fv).map(|i| (i, fs.field(i).name().clone())).collect();
+    let stored_extras = |want: &dyn Fn(&Storage) -> bool| -> Vec<(usize, String)> {
+        extras
+            .iter()
+            .zip(&storage)
+            .filter(|(_, s)| want(s))
+            .map(|(&i, _)| (fv + i, inp.cols[i].name.clone()))
+            .collect()
+    };
+    let layer_names = portable(
+        &inp.layer_keys
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let chrom_dirs: Vec<String> = portable(
+        &inp.chrom_names
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    )
+    .into_iter()
+    .map(|p| format!("chrom={p}"))
+    .collect();
+
+    // Sinks.
+    let mut sinks: Vec<PqSink> = Vec::new();
+    let mut spots_meta = serde_json::Map::new();
+    let mut tracks_meta: Option<serde_json::Map<String, Value>> =
+        (!tracks.is_empty()).then(serde_json::Map::new);
+    let mut layers_meta: Vec<serde_json::Map<String, Value>> = inp
+        .layer_keys
+        .iter()
+        .enumerate()
+        .map(|(k, key)| {
+            let mut m = serde_json::Map::new();
+            m.insert("key".into(), json!(key));
+            m.insert(
+                "type".into(),
+                json!(if layer_f64[k] { "float64" } else { "float32" }),
+            );
+            m.insert("columns".into(), json!(["x", "y", "z"]));
+            m
+        })
+        .collect();
+    let part_meta = |parts: &[Partition]| -> Value {
+        Value::Array(
+            parts
+                .iter()
+                .map(|p| {
+                    json!({"chrom": inp.chrom_names[p.chrom as usize], "chrom_code": p.chrom,
+                           "dir": chrom_dirs[p.chrom as usize], "n_rows": p.rows,
+                           "n_row_groups": p.groups.len()})
+                })
+                .collect(),
+        )
+    };
+    let mut part_of_chrom: HashMap<i32, usize> = HashMap::new();
+    match layout {
+        Layout::Flat => {
+            let mut cols = key_cols.clone();
+            cols.extend(stored_extras(&|_| true));
+            sinks.push(PqSink::new(
+                &root,
+                "spots.parquet",
+                &fs,
+                cols,
+                plan.groups.clone(),
+                None,
+                false,
+            )?);
+            spots_meta.insert("path".into(), json!("spots.parquet"));
+            if let Some(m) = tracks_meta.as_mut() {
+                sinks.push(PqSink::new(
+                    &root,
+                    "spot_tracks.parquet",
+                    &fs,
+                    track_cols.clone(),
+                    plan.groups.clone(),
+                    None,
+                    false,
+                )?);
+                m.insert("path".into(), json!("spot_tracks.parquet"));
+            }
+            for (k, m) in layers_meta.iter_mut().enumerate() {
+                let rel = format!("layers/{}.parquet", layer_names[k]);
+                sinks.push(PqSink::new(
+                    &root,
+                    &rel,
+                    &fs,
+                    layer_cols(k),
+                    plan.groups.clone(),
+                    None,
+                    false,
+                )?);
+                m.insert("path".into(), json!(rel));
+            }
+        }
+        Layout::Partitioned => {
+            let mut files = Vec::new();
+            let mut tfiles = Vec::new();
+            let mut lfiles: Vec<Vec<String>> = vec![Vec::new(); inp.layer_keys.len()];
+            for (p, part) in plan.partitions.iter().enumerate() {
+                part_of_chrom.insert(part.chrom, p);
+                let d = &chrom_dirs[part.chrom as usize];
+                let mut cols = key_cols.clone();
+                cols.extend(stored_extras(&|_| true));
+                let rel = format!("spots/{d}/part-0.parquet");
+                sinks.push(PqSink::new(
+                    &root,
+                    &rel,
+                    &fs,
+                    cols,
+                    part.groups.clone(),
+                    Some(p),
+                    false,
+                )?);
+                files.push(rel);
+                if !tracks.is_empty() {
+                    let rel = format!("spot_tracks/{d}/part-0.parquet");
+                    sinks.push(PqSink::new(
+                        &root,
+                        &rel,
+                        &fs,
+                        track_cols.clone(),
+                        part.groups.clone(),
+                        Some(p),
+                        false,
+                    )?);
+                    tfiles.push(rel);
+                }
+                for (k, lf) in lfiles.iter_mut().enumerate() {
+                    let rel = format!("layers/{}/{d}/part-0.parquet", layer_names[k]);
+                    sinks.push(PqSink::new(
+                        &root,
+                        &rel,
+                        &fs,
+                        layer_cols(k),
+                        part.groups.clone(),
+                        Some(p),
+                        false,
+                    )?);
+                    lf.push(rel);
+                }
+            }
+            spots_meta.insert("partitions".into(), part_meta(&plan.partitions));
+            spots_meta.insert("files".into(), json!(files));
+            if let Some(m) = tracks_meta.as_mut() {
+                m.insert("files".into(), json!(tfiles));
+            }
+            for (m, f) in layers_meta.iter_mut().zip(lfiles) {
+                m.insert("files".into(), json!(f));
+            }
+        }
+        Layout::PrimaryCoords => {
+            let prim = stored_extras(&|s| matches!(s, Storage::Primary));
+            if prim.is_empty() {
+                spots_meta.insert("primary_path".into(), Value::Null);
+            } else {
+                sinks.push(PqSink::new(
+                    &root,
+                    "primary/spots.parquet",
+                    &fs,
+                    prim,
+                    plan.groups.clone(),
+                    None,
+                    true,
+                )?);
+                spots_meta.insert("primary_path".into(), json!("primary/spots.parquet"));
+            }
+            if let Some(m) = tracks_meta.as_mut() {
+                sinks.push(PqSink::new(
+                    &root,
+                    "primary/spot_tracks.parquet",
+                    &fs,
+                    track_cols.clone(),
+                    plan.groups.clone(),
+                    None,
+                    true,
+                )?);
+                m.insert("path".into(), json!("primary/spot_tracks.parquet"));
+            }
+            for (k, m) in layers_meta.iter_mut().enumerate() {
+                let rel = format!("primary/layers/{}.parquet", layer_names[k]);
+                sinks.push(PqSink::new(
+                    &root,
+                    &rel,
+                    &fs,
+                    layer_cols(k),
+                    plan.groups.clone(),
+                    None,
+                    true,
+                )?);
+                m.insert("path".into(), json!(rel));
+            }
+            let mut files = Vec::new();
+            for (p, part) in plan.coords_parts.iter().enumerate() {
+                part_of_chrom.insert(part.chrom, p);
+                let rel = format!("coords/{}/part-0.parquet", chrom_dirs[part.chrom as usize]);
+                sinks.push(PqSink::new(
+                    &root,
+                    &rel,
+                    &fs,
+                    key_cols.clone(),
+                    part.groups.clone(),
+                    Some(p),
+                    false,
+                )?);
+                files.push(rel);
+            }
+            spots_meta.insert("coords_row_group_size".into(), json!(tc));
+            spots_meta.insert("partitions".into(), part_meta(&plan.coords_parts));
+            spots_meta.insert("coords_files".into(), json!(files));
+        }
+    }
+
+    // Source rows: per partition for 2.1, else in canonical order.
+    let spill = root.join(SPILL_DIR);
+    let src_parts: Vec<u64> = if layout == Layout::Partitioned {
+        let mut s = Vec::new();
+        let mut acc = 0;
+        for p in &plan.partitions {
+            s.push(acc);
+            acc += p.rows;
+        }
+        s
+    } else {
+        vec![0]
+    };
+    let mut src = SourceRows::new(&spill, src_parts)?;
+    let n_parts = part_of_chrom.len();
+    let threads = crate::pool::resolve_threads(inp.threads);
+    let pool = if threads > 1 {
+        Some(crate::pool::pool(threads)?)
+    } else {
+        None
+    };
+    let chrom_col = fs.fields().len() - 2;
+    merge(runs, &fin, |block| {
+        // Per-partition slices of the block.
+        let mut parts: Vec<Option<RecordBatch>> = vec![None; n_parts];
+        if n_parts > 0 {
+            let chrom = block.column(chrom_col).as_primitive::<Int32Type>();
+            let mut idx: Vec<Vec<u32>> = vec![Vec::new(); n_parts];
+            for (i, c) in chrom.values().iter().enumerate() {
+                idx[part_of_chrom[c]].push(i as u32);
+            }
+            for (p, ix) in idx.into_iter().enumerate() {
+                if ix.is_empty() {
+                    continue;
+                }
+                let b = arrow_select::take::take_record_batch(&block, &UInt32Array::from(ix))
+                    .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+                parts[p] = Some(b);
+            }
+        }
+        let rows_col = chrom_col + 1;
+        if layout == Layout::Partitioned {
+            for (p, b) in parts.iter().enumerate() {
+                if let Some(b) = b {
+                    src.push(p, b.column(rows_col).as_primitive::<UInt64Type>())?;
+                }
+            }
+        } else {
+            src.push(0, block.column(rows_col).as_primitive::<UInt64Type>())?;
+        }
+        let work = |s: &mut PqSink| -> Result<()> {
+            match s.part {
+                None => s.write(&block),
+                Some(p) => match &parts[p] {
+                    Some(b) => s.write(b),
+                    None => Ok(()),
+                },
+            }
+        };
+        match &pool {
+            Some(pool) => pool.install(|| {
+                use rayon::prelude::*;
+                sinks.par_iter_mut().map(work).collect::<Result<Vec<()>>>()
+            })?,
+            None => sinks.iter_mut().map(work).collect::<Result<Vec<()>>>()?,
+        };
+        Ok(())
+    })?;
+    for s in sinks.iter_mut() {
+        s.close()?;
+    }
+    drop(fin);
+
+    // Zarr arrays.
+    let zs = zarr_store(&root)?;
+    let has_source_row = src.finish(&zs, inp.n_spots)?;
+    let runs_of = &plan.runs;
+    zarr_i64(
+        &zs,
+        "index/trace_offsets",
+        &offsets(runs_of.iter().map(|r| r.len)),
+    )?;
+    zarr_i32(
+        &zs,
+        "index/trace_codes",
+        &runs_of.iter().map(|r| r.trace).collect::<Vec<_>>(),
+    )?;
+    zarr_i32(
+        &zs,
+        "index/trace_cells",
+        &runs_of.iter().map(|r| r.cell).collect::<Vec<_>>(),
+    )?;
+    zarr_i32(
+        &zs,
+        "index/chrom_trace",
+        &runs_of.iter().map(|r| r.chrom).collect::<Vec<_>>(),
+    )?;
+    zarr_i64(&zs, "index/cell_offsets", &plan.cell_offsets)?;
+    zarr_i32(&zs, "index/cell_codes", &plan.cell_codes)?;
+    zarr_i64(
+        &zs,
+        "index/row_groups",
+        &offsets(plan.groups.iter().copied()),
+    )?;
+    let mut n_coord_groups = 0;
+    if layout == Layout::Partitioned {
+        zarr_i64(
+            &zs,
+            "index/partition_offsets",
+            &offsets(plan.partitions.iter().map(|p| p.rows)),
+        )?;
+        zarr_i64(
+            &zs,
+            "index/partition_groups",
+            &offsets(plan.partitions.iter().map(|p| p.groups.len() as u64)),
+        )?;
+        zarr_i32(
+            &zs,
+            "index/partition_chrom",
+            &plan.partitions.iter().map(|p| p.chrom).collect::<Vec<_>>(),
+        )?;
+        zarr_i32(&zs, "index/cell_partition", &plan.cell_partition)?;
+    }
+    if layout == Layout::PrimaryCoords {
+        let cp = &plan.coords_parts;
+        zarr_i64(
+            &zs,
+            "index/coords/partition_offsets",
+            &offsets(cp.iter().map(|p| p.rows)),
+        )?;
+        zarr_i64(
+            &zs,
+            "index/coords/partition_groups",
+            &offsets(cp.iter().map(|p| p.groups.len() as u64)),
+        )?;
+        zarr_i32(
+            &zs,
+            "index/coords/partition_chrom",
+            &cp.iter().map(|p| p.chrom).collect::<Vec<_>>(),
+        )?;
+        let groups: Vec<u64> = cp.iter().flat_map(|p| p.groups.iter().copied()).collect();
+        n_coord_groups = groups.len();
+        zarr_i64(&zs, "index/coords/row_groups", &offsets(groups.into_iter()))?;
+        zarr_i64(
+            &zs,
+            "index/coords/run_offsets",
+            &offsets(plan.coords_runs.iter().map(|r| r.len)),
+        )?;
+        zarr_i64(&zs, "index/coords/primary_run", &plan.primary_run)?;
+        write_json(&root.join("index/coords/zarr.json"), &group_json(json!({})))?;
+    }
+
+    // Categories and small tables.
+    let extra_names: Vec<&str> = extras.iter().map(|&i| inp.cols[i].name.as_str()).collect();
+    let extra_stored = portable(&extra_names);
+    let cat_file =
+        |rel: &str, a: &ArrayRef| write_small(&root, rel, &one_col("category", a.clone())?);
+    cat_file("categories/spots.trace_id.parquet", &inp.trace_cats)?;
+    let trace_desc = coldesc_cat(
+        "trace_id",
+        &inp.trace_cats,
+        "categories/spots.trace_id.parquet",
+        true,
+    );
+    let cell_desc = match &inp.cell_cats {
+        Some(c) => {
+            cat_file("categories/spots.cell_id.parquet", c)?;
+            Value::Object(coldesc_cat(
+                "cell_id",
+                c,
+                "categories/spots.cell_id.parquet",
+                true,
+            ))
+        }
+        None => Value::Null,
+    };
+    let chrom_cats: ArrayRef = Arc::new(arrow_array::StringArray::from_iter_values(
+        inp.chrom_names.iter(),
+    ));
+    cat_file("categories/bins.chrom.parquet", &chrom_cats)?;
+    let mut col_descs = Vec::new();
+    for (j, &i) in extras.iter().enumerate() {
+        let c = &inp.cols[i];
+        let mut d = match &types[i] {
+            FinalType::Cat(cats) => {
+                let rel = format!("categories/spots.{}.parquet", extra_stored[j]);
+                cat_file(&rel, &cats.values)?;
+                coldesc_cat(&c.name, &cats.values, &rel, true)
+            }
+            t => {
+                let mut d = serde_json::Map::new();
+                d.insert("name".into(), json!(c.name));
+                d.insert("type".into(), json!(t.type_name()));
+                d
+            }
+        };
+        match &storage[j] {
+            Storage::Spots => d.insert("storage".into(), json!("spots")),
+            Storage::Primary => d.insert("storage".into(), json!("primary")),
+            Storage::Bins(s) => {
+                d.insert("storage".into(), json!("bins"));
+                d.insert("source".into(), json!(s))
+            }
+            Storage::Derived(k) => {
+                d.insert("storage".into(), json!("derived"));
+                d.insert("key".into(), json!(KEYS[*k]))
+            }
+        };
+        col_descs.push(Value::Object(d));
+    }
+    let mut derived_meta = Vec::new();
+    for (k, cols) in derived.iter().enumerate() {
+        if cols.is_empty() {
+            continue;
+        }
+        let fields: Vec<Field> = cols
+            .iter()
+            .map(|(i, a)| Field::new(&inp.cols[*i].name, a.data_type().clone(), true))
+            .collect();
+        let b = RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            cols.iter().map(|(_, a)| a.clone()).collect(),
+        )
+        .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+        let rel = format!("derived/{}.parquet", KEYS[k]);
+        write_small(&root, &rel, &b)?;
+        derived_meta.push(json!({"key": KEYS[k], "path": rel, "n_rows": b.num_rows(),
+            "columns": cols.iter().map(|(i, _)| inp.cols[*i].name.clone()).collect::<Vec<_>>()}));
+    }
+    write_small(&root, "bins.parquet", &inp.bins)?;
+    let mut bins_cols = vec![Value::Object(coldesc_cat(
+        "chrom",
+        &chrom_cats,
+        "categories/bins.chrom.parquet",
+        false,
+    ))];
+    for f in inp.bins.schema().fields().iter().skip(1) {
+        bins_cols.push(json!({"name": f.name(), "type": type_name_of(f.data_type())}));
+    }
+    let value_type = |a: &ArrayRef| {
+        if a.data_type() == &DataType::Int64 {
+            "int64"
+        } else {
+            "string"
+        }
+    };
+    write_small(
+        &root,
+        "traces.parquet",
+        &one_col("trace_id", inp.trace_cats.clone())?,
+    )?;
+    let cells_meta = match &inp.cell_cats {
+        Some(c) => {
+            write_small(&root, "cells.parquet", &one_col("cell_id", c.clone())?)?;
+            json!({"path": "cells.parquet", "n_rows": c.len(), "index": "cell_id",
+                   "columns": [{"name": "cell_id", "type": value_type(c)}]})
+        }
+        None => Value::Null,
+    };
+    let coord_type = if inp.coord_f32 { "float32" } else { "float64" };
+    spots_meta.insert("layout".into(), json!(layout.name()));
+    spots_meta.insert("n_rows".into(), json!(inp.n_spots));
+    spots_meta.insert("row_group_size".into(), json!(t));
+    spots_meta.insert("bin_id".into(), json!({"name": "bin_id", "type": "int32"}));
+    spots_meta.insert("trace_id".into(), Value::Object(trace_desc));
+    spots_meta.insert("cell_id".into(), cell_desc);
+    spots_meta.insert(
+        "coords".into(),
+        if inp.has_coords {
+            json!({"columns": ["x", "y", "z"], "type": coord_type})
+        } else {
+            Value::Null
+        },
+    );
+    spots_meta.insert("columns".into(), Value::Array(col_descs));
+    let spot_tracks = tracks_meta.map(|mut m| {
+        m.insert(
+            "columns".into(),
+            Value::Array(
+                tracks
+                    .iter()
+                    .map(|&i| match &inp.cols[i].group {
+                        Group::Track(n) => json!({"name": n, "type": types[i].type_name()}),
+                        _ => Value::Null,
+                    })
+                    .collect(),
+            ),
+        );
+        Value::Object(m)
+    });
+    let tables = json!({
+        "spots": Value::Object(spots_meta),
+        "spot_tracks": spot_tracks.unwrap_or(Value::Null),
+        "layers": layers_meta.into_iter().map(Value::Object).collect::<Vec<_>>(),
+        "derived": derived_meta,
+        "bins": {"path": "bins.parquet", "n_rows": inp.chrom_of_bin.len(), "columns": bins_cols},
+        "bin_tracks": Value::Null,
+        "traces": {"path": "traces.parquet", "n_rows": inp.trace_cats.len(), "index": "trace_id",
+                   "columns": [{"name": "trace_id", "type": value_type(&inp.trace_cats)}]},
+        "cells": cells_meta,
+        "intervals": [],
+        "points": [],
+    });
+    write_json(
+        &root.join("tables/zarr.json"),
+        &group_json(json!({ "tables": tables })),
+    )?;
+    write_json(&root.join("index/zarr.json"), &group_json(json!({})))?;
+    for g in ["cellm", "binm", "results"] {
+        write_json(
+            &root.join(g).join("zarr.json"),
+            &group_json(json!({"keys": []})),
+        )?;
+    }
+    write_json(
+        &root.join("uns/zarr.json"),
+        &group_json(json!({"uns": {}, "arrays": []})),
+    )?;
+    write_json(
+        &root.join("contacts/zarr.json"),
+        &group_json(json!({"contacts": []})),
+    )?;
+    write_json(
+        &root.join("links/zarr.json"),
+        &group_json(json!({"links": []})),
+    )?;
+    let version = match layout {
+        Layout::Flat => "2.0",
+        Layout::Partitioned => "2.1",
+        Layout::PrimaryCoords => "2.2",
+    };
+    let spot_order = match layout {
+        Layout::Flat => "cell,trace,bin",
+        Layout::Partitioned => "chrom,cell,trace,bin",
+        Layout::PrimaryCoords => "cell,trace,chrom,bin",
+    };
+    let mut uchrom = json!({
+        "format": "chromdata.zarr", "format_version": version, "spot_order": spot_order,
+        "n_spots": inp.n_spots, "n_bins": inp.chrom_of_bin.len(), "n_traces": inp.trace_cats.len(),
+        "n_cells": inp.cell_cats.as_ref().map_or(0, |c| c.len()), "n_chroms": inp.chrom_names.len(),
+        "n_runs": plan.runs.len(), "n_row_groups": plan.groups.len(),
+        "has_source_row": has_source_row, "has_cell_id": has_cells, "has_coords": inp.has_coords,
+        "coord_dtype": if inp.has_coords { json!(coord_type) } else { Value::Null },
+    });
+    if layout == Layout::PrimaryCoords {
+        uchrom["n_coord_row_groups"] = json!(n_coord_groups);
+    }
+    // The spill goes before the root metadata is written: the root zarr.json comes last.
+    std::fs::remove_dir_all(&spill).map_err(|e| Error::io(&spill, &e))?;
+    write_json(
+        &root.join("zarr.json"),
+        &group_json(json!({"uchrom_format_version": version,
+                           "uchrom_version": concat!("libdeltacells ", env!("CARGO_PKG_VERSION")),
+                           "uchrom": uchrom})),
+    )?;
+    publish(&root, &inp.target, inp.overwrite)
+}
+
+// ---------------------------------------------------------------------------------------
+// .cdz and publish
+
+/// Files under `dir`, relative with `/`, `zarr.json` first then byte-wise order (§13).
+fn member_list(dir: &Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).map_err(|e| Error::io(&d, &e))? {
+            let e = e.map_err(|e| Error::io(&d, &e))?;
+            let p = e.path();
+            let ft = e.file_type().map_err(|e| Error::io(&p, &e))?;
+            if ft.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p
+                    .strip_prefix(dir)
+                    .unwrap_or(&p)
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                out.push(rel);
+            }
+        }
+    }
+    out.sort_by(|a, b| (a != "zarr.json", a.as_bytes()).cmp(&(b != "zarr.json", b.as_bytes())));
+    Ok(out)
+}
+
+fn write_cdz(dir: &Path, out: &Path) -> Result<()> {
+    let zerr =
+        |e: zip::result::ZipError| Error::new(ErrorKind::Io, format!("{}: {e}", out.display()));
+    let f = File::create(out).map_err(|e| Error::io(out, &e))?;
+    let mut z = zip::ZipWriter::new(BufWriter::new(f));
+    for m in member_list(dir)? {
+        let p = dir.join(&m);
+        let size = std::fs::metadata(&p).map_err(|e| Error::io(&p, &e))?.len();
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .last_modified_time(zip::DateTime::default())
+            .large_file(size >= 0xFFFF_FFFF);
+        z.start_file(m.as_str(), opts).map_err(zerr)?;
+        let mut src = File::open(&p).map_err(|e| Error::io(&p, &e))?;
+        std::io::copy(&mut src, &mut z).map_err(|e| Error::io(out, &e))?;
+    }
+    let w = z.finish().map_err(zerr)?;
+    let f = w.into_inner().map_err(|e| Error::io(out, e.error()))?;
+    f.sync_all().map_err(|e| Error::io(out, &e))
+}
+
+fn sync_dir(p: &Path) {
+    if let Ok(f) = File::open(p) {
+        let _ = f.sync_all();
+    }
+}
+
+/// Moves the finished tree in `tmp` to `target` (as a `.cdz` when the target ends in it).
+fn publish(tmp: &Path, target: &Path, overwrite: bool) -> Result<()> {
+    let parent = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let exists = std::fs::symlink_metadata(target).is_ok();
+    if exists && !overwrite {
+        return Err(Error::new(
+            ErrorKind::Exists,
+            format!("{}: exists and overwrite is off", target.display()),
+        ));
+    }
+    let cdz = target
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("cdz"));
+    if cdz {
+        let tmpzip = parent.join(temp_name(&name));
+        if let Err(e) = write_cdz(tmp, &tmpzip) {
+            let _ = std::fs::remove_file(&tmpzip);
+            return Err(e);
+        }
+        if exists && std::fs::metadata(target).is_ok_and(|m| m.is_dir()) {
+            let _ = std::fs::remove_file(&tmpzip);
+            return Err(Error::new(
+                ErrorKind::Exists,
+                format!(
+                    "{}: is a directory; refusing to replace it with a .cdz",
+                    target.display()
+                ),
+            ));
+        }
+        std::fs::rename(&tmpzip, target).map_err(|e| {
+            let _ = std::fs::remove_file(&tmpzip);
+            Error::io(target, &e)
+        })?;
+        let _ = std::fs::remove_dir_all(tmp);
+    } else {
+        let mut old = None;
+        if exists {
+            let aside = parent.join(temp_name(&name));
+            std::fs::rename(target, &aside).map_err(|e| Error::io(target, &e))?;
+            old = Some(aside);
+        }
+        // Make the tree durable before it becomes visible.
+        for m in member_list(tmp)? {
+            if let Ok(f) = File::open(tmp.join(&m)) {
+                let _ = f.sync_all();
+            }
+        }
+        if let Err(e) = std::fs::rename(tmp, target) {
+            if let Some(o) = &old {
+                let _ = std::fs::rename(o, target);
+            }
+            return Err(Error::io(target, &e));
+        }
+        if let Some(o) = old {
+            if o.is_dir() {
+                let _ = std::fs::remove_dir_all(&o);
+            } else {
+                let _ = std::fs::remove_file(&o);
+            }
+        }
+    }
+    sync_dir(&parent);
+    Ok(())
+}

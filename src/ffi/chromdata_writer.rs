@@ -1,0 +1,222 @@
+//! §6 of the C API: the streaming ChromData writer.
+
+use std::ffi::c_char;
+
+use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
+
+use crate::chromdata::{ChromDataWriter, Layout, WriterOptions};
+use crate::error::{Error, ErrorKind, Result};
+
+use super::chromdata::{DC_LAYOUT_FLAT, DC_LAYOUT_PARTITIONED, DC_LAYOUT_PRIMARY_COORDS};
+use super::dataset::str_in;
+use super::error::*;
+use super::writer::{import_batch, take_array};
+
+/// A ChromData store being written (opaque), from `dc_chromdata_writer_create`, released
+/// with `dc_chromdata_writer_free`. Must not be used from several threads at once.
+pub struct dc_chromdata_writer {
+    inner: ChromDataWriter,
+    poisoned: bool,
+}
+
+/// A setting of a ChromData writer (`DC_CDW_*`), for `dc_chromdata_writer_set`.
+pub type dc_chromdata_writer_param = i32;
+/// Bytes of memory for buffering before sorted runs are spilled (>= 1 MiB; 0 = default,
+/// half of the available RAM). Before finish.
+pub const DC_CDW_MEMORY_BUDGET: dc_chromdata_writer_param = 0;
+/// 0 (default): float64 coordinates; 1: float32. Before finish.
+pub const DC_CDW_COORD_FLOAT32: dc_chromdata_writer_param = 1;
+/// A `dc_layout`; default `DC_LAYOUT_PRIMARY_COORDS` (2.2). Before finish.
+pub const DC_CDW_LAYOUT: dc_chromdata_writer_param = 2;
+/// 0 (default): `DC_ERR_EXISTS` if a store exists at the target; 1: replace it (only a
+/// store: any other existing path is always refused). Before finish.
+pub const DC_CDW_OVERWRITE: dc_chromdata_writer_param = 3;
+/// Worker threads (>= 0; 0 = `DELTACELLS_NUM_THREADS`, else all cores). The output does
+/// not depend on it.
+pub const DC_CDW_THREADS: dc_chromdata_writer_param = 4;
+
+fn with_cdw(
+    w: *mut dc_chromdata_writer,
+    body: impl FnOnce(&mut ChromDataWriter) -> Result<()>,
+) -> dc_status {
+    let status = guard(|| {
+        // SAFETY: the caller passes NULL or a live handle, used by one thread at a time.
+        let h = unsafe { w.as_mut() }.ok_or_else(|| null_arg("w"))?;
+        if h.poisoned {
+            return Err(Error::new(
+                ErrorKind::State,
+                "the writer is unusable after an internal error; free it",
+            ));
+        }
+        body(&mut h.inner)
+    });
+    if status == DC_ERR_INTERNAL {
+        // SAFETY: as above.
+        if let Some(h) = unsafe { w.as_mut() } {
+            h.poisoned = true;
+        }
+    }
+    status
+}
+
+/// Starts writing a ChromData store at `path`: a `*.chromdata.zarr` directory, or a zip
+/// when the path ends in `.cdz` (its parent must exist). Everything is built in a hidden
+/// temporary sibling `.<name>.tmp-<pid>-<random>` and moved into place by
+/// `dc_chromdata_writer_finish`; the target is checked there (`DC_ERR_EXISTS`).
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, no final name), `DC_ERR_NOT_FOUND`
+/// (parent directory), `DC_ERR_IO`.
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_create(
+    path: *const c_char,
+    out: *mut *mut dc_chromdata_writer,
+) -> dc_status {
+    guard(|| {
+        if out.is_null() {
+            return Err(null_arg("out"));
+        }
+        // SAFETY: caller guarantees a NUL-terminated string (or NULL, rejected).
+        let path = unsafe { str_in(path, "path")? };
+        let inner = ChromDataWriter::create_deferred(path, WriterOptions::default())?;
+        let h = Box::into_raw(Box::new(dc_chromdata_writer {
+            inner,
+            poisoned: false,
+        }));
+        // SAFETY: checked non-NULL.
+        unsafe { write_out(out, h) };
+        Ok(())
+    })
+}
+
+/// Sets a parameter (`DC_CDW_*`). Errors: `DC_ERR_INVALID_ARGUMENT` (unknown parameter,
+/// value out of range), `DC_ERR_STATE` (after finish).
+///
+/// # Safety
+/// `w` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_set(
+    w: *mut dc_chromdata_writer,
+    p: dc_chromdata_writer_param,
+    value: i64,
+) -> dc_status {
+    with_cdw(w, |w| {
+        let mut o = w.options().clone();
+        let bad =
+            |what: &str| Error::invalid_argument(format!("{what}: value {value} is out of range"));
+        match p {
+            DC_CDW_MEMORY_BUDGET => {
+                o.memory_budget = u64::try_from(value).map_err(|_| bad("DC_CDW_MEMORY_BUDGET"))?
+            }
+            DC_CDW_COORD_FLOAT32 => {
+                o.coord_float32 = match value {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(bad("DC_CDW_COORD_FLOAT32 (0 or 1)")),
+                }
+            }
+            DC_CDW_LAYOUT => {
+                o.layout = match value {
+                    v if v == DC_LAYOUT_FLAT as i64 => Layout::Flat,
+                    v if v == DC_LAYOUT_PARTITIONED as i64 => Layout::Partitioned,
+                    v if v == DC_LAYOUT_PRIMARY_COORDS as i64 => Layout::PrimaryCoords,
+                    _ => return Err(bad("DC_CDW_LAYOUT (a dc_layout)")),
+                }
+            }
+            DC_CDW_OVERWRITE => {
+                o.overwrite = match value {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(bad("DC_CDW_OVERWRITE (0 or 1)")),
+                }
+            }
+            DC_CDW_THREADS => {
+                o.threads = usize::try_from(value).map_err(|_| bad("DC_CDW_THREADS"))?
+            }
+            _ => {
+                return Err(Error::invalid_argument(format!(
+                    "unknown dc_chromdata_writer_param {p}"
+                )))
+            }
+        }
+        w.set_options(o)
+    })
+}
+
+/// Sets the bins table (chrom, start, end, ...), before the first append. `bins` (a struct
+/// array) is moved into the library (released on every path); `schema` is borrowed.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad table), `DC_ERR_UNSUPPORTED` (column type),
+/// `DC_ERR_STATE` (after an append or finish).
+///
+/// # Safety
+/// `bins` is NULL or a valid `struct ArrowArray`; `schema` NULL or a valid
+/// `struct ArrowSchema` describing it.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_set_bins(
+    w: *mut dc_chromdata_writer,
+    bins: *mut FFI_ArrowArray,
+    schema: *mut FFI_ArrowSchema,
+) -> dc_status {
+    // SAFETY: per the caller; taken first, so that it is released on every path.
+    let array = unsafe { take_array(bins) };
+    with_cdw(w, move |w| {
+        // SAFETY: per the caller.
+        let b = unsafe { import_batch(array, schema, "bins")? };
+        w.set_bins(b)
+    })
+}
+
+/// Appends spots in any order: chrom, start, end (or bin_id with bins set), trace_id,
+/// [cell_id], [x, y, z], extra columns (`spot_tracks/<name>`, `layers/<key>/x|y|z` for
+/// tracks and layers). `batch` is moved into the library; `schema` is borrowed.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, missing / inconsistent columns, types that
+/// cannot be unified), `DC_ERR_UNSUPPORTED` (column type), `DC_ERR_IO` (spill),
+/// `DC_ERR_STATE` (after finish).
+///
+/// # Safety
+/// As `dc_chromdata_writer_set_bins`.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_append(
+    w: *mut dc_chromdata_writer,
+    batch: *mut FFI_ArrowArray,
+    schema: *mut FFI_ArrowSchema,
+) -> dc_status {
+    // SAFETY: per the caller; taken first, so that it is released on every path.
+    let array = unsafe { take_array(batch) };
+    with_cdw(w, move |w| {
+        // SAFETY: per the caller.
+        let b = unsafe { import_batch(array, schema, "batch")? };
+        w.append(b)
+    })
+}
+
+/// Merges the spilled runs, writes the layout, the index and the metadata, and moves the
+/// store into place atomically. On error nothing is left at the target.
+///
+/// Errors: `DC_ERR_EXISTS`, `DC_ERR_IO`, `DC_ERR_STATE` (finished or failed before).
+///
+/// # Safety
+/// `w` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_finish(w: *mut dc_chromdata_writer) -> dc_status {
+    with_cdw(w, |w| w.finish())
+}
+
+/// Releases the writer; without a successful finish the write is abandoned and its
+/// temporary files removed. NULL is a no-op.
+///
+/// # Safety
+/// `w` is NULL or a handle from `dc_chromdata_writer_create`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_free(w: *mut dc_chromdata_writer) {
+    guard_value((), || {
+        if !w.is_null() {
+            // SAFETY: a handle from Box::into_raw, released once.
+            drop(unsafe { Box::from_raw(w) });
+        }
+    })
+}

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Independent reader of a ChromData store (spec: shared/spec/chromdata-zarr.md), written
+with pyarrow + zarr-python >= 3 only, sharing no code with the Rust library. Loads the
+store per the spec (directory or .cdz), checks the §14 counts and the §7 invariants it can
+check cheaply, and dumps the logical spot table in ORIGINAL (input) order as Parquet
+(§15.1 full schema: categoricals decoded, derived / referenced columns gathered).
+
+Usage: read_store.py STORE OUT.parquet
+"""
+import io
+import json
+import os
+import sys
+import zipfile
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import zarr
+
+
+class Store:
+    def __init__(self, path):
+        self.path = path
+        self.zip = None
+        if os.path.isfile(path):
+            self.zip = zipfile.ZipFile(path)
+            names = self.zip.namelist()
+            assert names[0] == "zarr.json", "zarr.json must be the first member"
+            assert names[1:] == sorted(names[1:], key=lambda s: s.encode()), "member order"
+            for i in self.zip.infolist():
+                assert i.compress_type == zipfile.ZIP_STORED, f"{i.filename} not STORED"
+                assert not i.filename.endswith("/"), "directory entry"
+
+    def read(self, rel):
+        if self.zip:
+            return self.zip.read(rel)
+        with open(os.path.join(self.path, rel), "rb") as f:
+            return f.read()
+
+    def exists(self, rel):
+        if self.zip:
+            return rel in self.zip.namelist()
+        return os.path.isfile(os.path.join(self.path, rel))
+
+    def json(self, rel):
+        return json.loads(self.read(rel))
+
+    def table(self, rel):
+        return pq.read_table(io.BytesIO(self.read("tables/" + rel)))
+
+    def groups(self, rel):
+        md = pq.ParquetFile(io.BytesIO(self.read("tables/" + rel))).metadata
+        return [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+
+    def array(self, rel, dtype):
+        if self.zip:
+            root = zarr.open_group(zarr.storage.ZipStore(self.path, mode="r"), mode="r")
+        else:
+            root = zarr.open_group(self.path, mode="r")
+        a = root[rel]
+        assert str(a.dtype) == dtype, (rel, a.dtype, dtype)
+        assert len(a.shape) == 1
+        meta = self.json(rel + "/zarr.json")
+        names = [c["name"] for c in meta["codecs"]]
+        assert names == ["bytes", "zstd"], (rel, names)
+        return np.asarray(a[:])
+
+
+def main():
+    path, out = sys.argv[1], sys.argv[2]
+    s = Store(path)
+    root = s.json("zarr.json")
+    assert root["zarr_format"] == 3 and root["node_type"] == "group"
+    attrs = root["attributes"]
+    u = attrs["uchrom"]
+    ver = attrs["uchrom_format_version"]
+    assert u["format"] == "chromdata.zarr" and u["format_version"] == ver
+    tables = s.json("tables/zarr.json")["attributes"]["tables"]
+    sp = tables["spots"]
+    layout = sp["layout"]
+    assert {"2.0": "flat", "2.1": "partitioned", "2.2": "primary+coords"}[ver] == layout
+    n = u["n_spots"]
+    assert sp["n_rows"] == n
+
+    def cats(desc):
+        return s.table(desc["categories"]).column("category").combine_chunks()
+
+    trace_cats = cats(sp["trace_id"])
+    assert len(trace_cats) == u["n_traces"] == sp["trace_id"]["n_categories"]
+    cell_cats = cats(sp["cell_id"]) if sp["cell_id"] else None
+    assert u["has_cell_id"] == (cell_cats is not None)
+    bins = s.table(tables["bins"]["path"])
+    assert bins.num_rows == u["n_bins"]
+    chrom_cats = s.table("categories/bins.chrom.parquet").column("category").combine_chunks()
+    assert len(chrom_cats) == u["n_chroms"]
+    bchrom = bins.column("chrom").combine_chunks()
+    if pa.types.is_dictionary(bchrom.type):
+        bchrom = bchrom.dictionary_decode()
+    lut = {v: i for i, v in enumerate(chrom_cats.to_pylist())}
+    bin_chrom = np.array([lut[v] for v in bchrom.to_pylist()], dtype=np.int64)
+
+    ix = lambda name, dt: s.array("index/" + name, dt)  # noqa: E731
+    trace_offsets = ix("trace_offsets", "int64")
+    trace_codes = ix("trace_codes", "int32")
+    trace_cells = ix("trace_cells", "int32")
+    chrom_trace = ix("chrom_trace", "int32")
+    row_groups = ix("row_groups", "int64")
+    assert len(trace_codes) == u["n_runs"] == len(trace_offsets) - 1
+    assert trace_offsets[-1] == n and row_groups[-1] == n
+    assert len(row_groups) - 1 == u["n_row_groups"]
+    has_src = s.exists("index/source_row/zarr.json")
+    assert has_src == u["has_source_row"]
+
+    def concat_files(files, groups_out=None):
+        ts = [s.table(f) for f in files]
+        if groups_out is not None:
+            for f in files:
+                groups_out.extend(s.groups(f))
+        return pa.concat_tables(ts) if ts else None
+
+    # Key side and coords in "stored order" of the key files.
+    extra_descs = sp["columns"]
+    if layout == "flat":
+        g = []
+        keys = concat_files([sp["path"]], g)
+        assert list(np.cumsum([0] + g)) == list(row_groups)
+        primary = keys
+        stored_rows = np.arange(n)  # global stored order = file order
+    elif layout == "partitioned":
+        g = []
+        keys = concat_files(sp["files"], g) if sp["files"] else None
+        assert list(np.cumsum([0] + g)) == list(row_groups)
+        primary = keys
+    else:
+        g = []
+        keys = concat_files(sp["coords_files"], g) if sp["coords_files"] else None
+        crg = s.array("index/coords/row_groups", "int64")
+        assert list(np.cumsum([0] + g)) == list(crg)
+        assert len(crg) - 1 == u["n_coord_row_groups"]
+        run_offsets = s.array("index/coords/run_offsets", "int64")
+        primary_run = s.array("index/coords/primary_run", "int64")
+        assert sorted(primary_run.tolist()) == list(range(len(primary_run)))
+        # Gather coords rows into primary (canonical) order.
+        inv = np.empty_like(primary_run)
+        inv[primary_run] = np.arange(len(primary_run))
+        order = []
+        for r in range(len(primary_run)):
+            k = inv[r]
+            order.extend(range(run_offsets[k], run_offsets[k + 1]))
+        keys = keys.take(pa.array(order, type=pa.int64())) if keys is not None else None
+        primary = s.table(sp["primary_path"]) if sp["primary_path"] else None
+        if primary is not None:
+            assert list(np.cumsum([0] + s.groups(sp["primary_path"]))) == list(row_groups)
+
+    def col_or_empty(t, name, typ):
+        if t is None:
+            return pa.array([], type=typ)
+        return t.column(name).combine_chunks()
+
+    def decode_codes(codes, cat):
+        return pa.array(
+            [None if c is None else cat[c].as_py() for c in codes.to_pylist()],
+            type=pa.string() if pa.types.is_string(cat.type) else pa.int64(),
+        )
+
+    out_cols = {}
+    bin_id = col_or_empty(keys, "bin_id", pa.int32())
+    out_cols["bin_id"] = bin_id
+    out_cols["trace_id"] = decode_codes(col_or_empty(keys, "trace_id", pa.int16()), trace_cats)
+    if cell_cats is not None:
+        out_cols["cell_id"] = decode_codes(col_or_empty(keys, "cell_id", pa.int16()), cell_cats)
+    if sp["coords"]:
+        ct = pa.float32() if sp["coords"]["type"] == "float32" else pa.float64()
+        for a in "xyz":
+            out_cols[a] = col_or_empty(keys, a, ct)
+    bins_np = bin_id.to_numpy(zero_copy_only=False).astype(np.int64)
+    trace_np = np.array(
+        [trace_cats.to_pylist().index(v) for v in out_cols["trace_id"].to_pylist()], dtype=np.int64)
+    derived = {d["key"]: s.table(d["path"]) for d in tables.get("derived", [])}
+    for d in extra_descs:
+        name = d["name"]
+        st = d["storage"]
+        if st in ("spots", "primary"):
+            v = primary.column(name).combine_chunks() if primary is not None else pa.array([], type=pa.null())
+        elif st == "bins":
+            v = bins.column(d["source"]).combine_chunks().take(pa.array(bins_np))
+        else:
+            key = d["key"]
+            if key == "bin":
+                codes = bins_np
+            elif key == "trace":
+                codes = trace_np
+            else:
+                codes = np.array([cell_cats.to_pylist().index(x) for x in out_cols["cell_id"].to_pylist()], dtype=np.int64)
+            v = derived[key].column(name).combine_chunks().take(pa.array(codes))
+        if d["type"] == "categorical":
+            v = decode_codes(v, cats(d))
+        out_cols[name] = v
+    if tables.get("spot_tracks"):
+        stt = tables["spot_tracks"]
+        t = s.table(stt["path"]) if "path" in stt else concat_files(stt["files"])
+        for c in stt["columns"]:
+            out_cols["spot_tracks/" + c["name"]] = t.column(c["name"]).combine_chunks()
+    for L in tables.get("layers", []):
+        t = s.table(L["path"]) if "path" in L else concat_files(L["files"])
+        for a in "xyz":
+            out_cols[f"layers/{L['key']}/{a}"] = t.column(a).combine_chunks()
+    # Stored -> canonical: partitioned files are chromosome-major.
+    tbl = pa.table(out_cols)
+    if layout == "partitioned" and n:
+        # The index's runs give, for each stored run, (cell, trace, chrom): canonical
+        # order sorts runs by (cell, trace, chrom).
+        runs = sorted(range(len(trace_codes)), key=lambda r: (trace_cells[r], trace_codes[r], chrom_trace[r]))
+        order = [i for r in runs for i in range(trace_offsets[r], trace_offsets[r + 1])]
+        canon = tbl.take(pa.array(order, type=pa.int64()))
+        if has_src:
+            src = s.array("index/source_row", "int64")[order]
+    else:
+        canon = tbl
+        if has_src:
+            src = s.array("index/source_row", "int64")
+    # Canonical order check: (cell, trace, chrom, bin) non-decreasing.
+    if n:
+        cell_np = (np.array([cell_cats.to_pylist().index(x) for x in canon.column("cell_id").to_pylist()])
+                   if cell_cats is not None else np.zeros(n, dtype=np.int64))
+        tr = np.array([trace_cats.to_pylist().index(x) for x in canon.column("trace_id").to_pylist()])
+        b = canon.column("bin_id").to_numpy().astype(np.int64)
+        keys_sorted = list(zip(cell_np, tr, bin_chrom[b], b))
+        assert keys_sorted == sorted(keys_sorted), "not in canonical order"
+    if has_src:
+        assert sorted(src.tolist()) == list(range(n))
+        canon = canon.take(pa.array(np.argsort(src, kind="stable")))
+    pq.write_table(canon, out)
+
+
+if __name__ == "__main__":
+    main()

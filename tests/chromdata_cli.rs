@@ -1,0 +1,195 @@
+//! `deltacells chromdata info|get` on stores written by the independent Python writer:
+//! the command's output must be what the library's queries return.
+#![cfg(feature = "cli")]
+
+mod chromdata_common;
+
+use std::process::Command;
+
+use arrow_array::cast::AsArray;
+use chromdata_common::*;
+use deltacells::chromdata::{ChromData, Columns};
+
+fn deltacells(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn info_and_get_agree_with_the_library() {
+    let Some(dir) = stores() else { return };
+    for name in [
+        "main_20.chromdata.zarr",
+        "main_21.cdz",
+        "main_22.chromdata.zarr",
+    ] {
+        let store = dir.join(name);
+        let s = store.to_str().unwrap();
+        let cd = ChromData::open(&store).unwrap();
+        let i = cd.info();
+
+        let (ok, out, err) = deltacells(&["chromdata", "info", s]);
+        assert!(ok, "{err}");
+        let counts = format!(
+            "{} spots, {} bins on {} chromosomes, {} traces, {} cells",
+            i.n_spots, i.n_bins, i.n_chroms, i.n_traces, i.n_cells
+        );
+        assert!(out.contains(&counts), "{out}");
+        assert!(out.contains(i.layout.name()), "{out}");
+
+        // Every trace through the CLI: the CSV rows are the library's rows, in order.
+        let traces = cd.categories("spots", "trace_id").unwrap();
+        let mut total = 0;
+        for t in 0..traces.len() {
+            let id = traces.as_string::<i32>().value(t).to_string();
+            let want = cd
+                .get_trace(&cd.parse_id(&id, false), &Columns::Coords)
+                .unwrap();
+            let (ok, out, err) =
+                deltacells(&["chromdata", "get", s, "--trace", &id, "--columns", "coords"]);
+            assert!(ok, "{err}");
+            let lines: Vec<&str> = out.lines().collect();
+            assert_eq!(lines[0], "bin_id,trace_id,cell_id,x,y,z");
+            assert_eq!(lines.len() - 1, want.num_rows(), "trace {id} in {name}");
+            for (r, line) in lines[1..].iter().enumerate() {
+                let fields: Vec<&str> = line.split(',').collect();
+                assert_eq!(fields[1], id);
+                let bin = want
+                    .column(0)
+                    .as_primitive::<arrow_array::types::Int32Type>();
+                assert_eq!(fields[0], bin.value(r).to_string());
+            }
+            total += want.num_rows();
+        }
+        assert_eq!(total as u64, i.n_spots);
+
+        // Parquet output holds exactly the library's answer.
+        let out_file = dir.join(format!("{name}.chr.parquet"));
+        let chrom = cd.table("bins").unwrap();
+        let chrom = arrow_cast::display::ArrayFormatter::try_new(
+            chrom.column_by_name("chrom").unwrap().as_ref(),
+            &Default::default(),
+        )
+        .unwrap()
+        .value(0)
+        .to_string();
+        let (ok, _, err) = deltacells(&[
+            "chromdata",
+            "get",
+            s,
+            "--chrom",
+            &chrom,
+            "--format",
+            "parquet",
+            "--output",
+            out_file.to_str().unwrap(),
+        ]);
+        assert!(ok, "{err}");
+        let got = read_expected(&out_file);
+        let want = cd.get_chrom(&chrom, &Columns::All).unwrap();
+        assert_same(&got, &want, &format!("{name} --chrom {chrom}"));
+    }
+}
+
+#[test]
+fn errors_are_one_line_with_exit_status_1() {
+    let Some(dir) = stores() else { return };
+    let store = dir.join("main_22.cdz");
+    let s = store.to_str().unwrap();
+    for (args, msg) in [
+        (
+            vec!["chromdata", "get", s, "--trace", "no such trace"],
+            "not found",
+        ),
+        (vec!["chromdata", "get", s], "exactly one of"),
+        (
+            vec!["chromdata", "get", s, "--chrom", "x", "--format", "parquet"],
+            "--output",
+        ),
+        (
+            vec!["chromdata", "info", "/no/such/store.cdz"],
+            "No such file",
+        ),
+    ] {
+        let (ok, _, err) = deltacells(&args);
+        assert!(!ok, "{args:?} should fail");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+    }
+}
+
+/// `import-fofct` writes a store the reader opens, in every layout; a malformed line fails
+/// with its line number and leaves no store.
+#[test]
+fn import_fofct_writes_every_layout() {
+    let dir = std::env::temp_dir().join(format!("dc-cli-fofct-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = String::from(
+        "##FOF-CT_version=v0.1\n##columns=(Spot_ID, Trace_ID, X, Y, Z, Chrom, Chrom_Start, Chrom_End, Intensity)\n",
+    );
+    let mut n = 0;
+    for t in 0..6 {
+        for (k, chrom) in ["chr2", "chr1"].iter().enumerate() {
+            for b in 0..4 {
+                n += 1;
+                let start = b * 10_000 + k * 5;
+                text.push_str(&format!(
+                    "{n},trace{t},{}.5,{}.25,{},{chrom},{start},{},{}\n",
+                    n,
+                    t,
+                    b,
+                    start + 10_000,
+                    n * 3
+                ));
+            }
+        }
+    }
+    let table = dir.join("t.csv");
+    std::fs::write(&table, &text).unwrap();
+    for (layout, out) in [
+        ("flat", "a.chromdata.zarr"),
+        ("partitioned", "b.chromdata.zarr"),
+        ("primary+coords", "c.cdz"),
+    ] {
+        let out = dir.join(out);
+        let (ok, stdout, err) = deltacells(&[
+            "chromdata",
+            "import-fofct",
+            table.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--layout",
+            layout,
+            "--memory-budget",
+            "1048576",
+        ]);
+        assert!(ok, "{err}");
+        assert!(stdout.contains(&format!("{n} spots")), "{stdout}");
+        let cd = ChromData::open(&out).unwrap();
+        let i = cd.info();
+        assert_eq!((i.n_spots, i.n_traces, i.n_chroms), (n as u64, 6, 2));
+        assert_eq!(i.layout.name(), layout);
+        let spots = cd.read_spots(true, &Columns::All).unwrap();
+        assert_eq!(spots.num_rows(), n);
+    }
+    let bad = dir.join("bad.csv");
+    std::fs::write(&bad, text.replacen("3.5,", "abc,", 1)).unwrap();
+    let out = dir.join("bad.chromdata.zarr");
+    let (ok, _, err) = deltacells(&[
+        "chromdata",
+        "import-fofct",
+        bad.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("bad.csv:5:"), "{err}");
+    assert!(!out.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
