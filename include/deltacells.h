@@ -368,8 +368,9 @@ typedef int32_t dc_writer_param;
 #define DC_WRITER_OBS_TILES_PER_FILE 5
 
 /**
- * Text obs columns with more distinct values than this (>= 0) are stored as strings
- * instead of categories; default 20000. Before the first `dc_writer_append_obs`.
+ * Categorical (dictionary) obs columns with more distinct values than this (>= 0) are
+ * stored as strings instead of categories; default 20000. Before the first
+ * `dc_writer_append_obs`.
  */
 #define DC_WRITER_OBS_MAX_CATEGORIES 6
 
@@ -984,10 +985,11 @@ dc_status dc_writer_append_csr(struct dc_writer *w,
  * Appends obs rows: one Arrow record batch (a struct array with its schema) per call. Row
  * i overall describes cell i: batch boundaries need not match the `dc_writer_append_csr`
  * calls, but at `dc_writer_finish` there must be exactly one obs row per cell. Every
- * batch has the first one's columns (names, order, types). Text columns (utf8, large
- * utf8, or dictionaries of them) are stored as categories over a global sorted
- * vocabulary, or as strings when they have more than 20,000 distinct values
- * (`DC_WRITER_OBS_MAX_CATEGORIES`); integers and floats as numeric; bool as bool.
+ * batch has the first one's columns (names, order, types). Categorical columns
+ * (dictionaries of utf8, as pandas `category`) are stored as categories over a global
+ * sorted vocabulary, or as strings when they have more than 20,000 distinct values
+ * (`DC_WRITER_OBS_MAX_CATEGORIES`); plain text (utf8, large utf8) as strings; integers
+ * and floats as numeric; bool as bool.
  *
  * `batch` is moved into the library (released, and the caller's struct marked
  * released, even on error); `schema` is only borrowed.

@@ -872,9 +872,13 @@ impl ChromDataWriter {
     }
 
     /// Writes the store and moves it into place. After success the writer is finished; after
-    /// an error nothing is left at the target (an existing store there is kept).
+    /// another error nothing is left at the target (an existing store there is kept).
+    ///
+    /// A target that exists (`Exists`) is refused before anything is merged, and the writer
+    /// stays usable: set `overwrite` or move the old store away, then call `finish` again.
     pub fn finish(&mut self) -> Result<()> {
         self.check_open("finish")?;
+        self.check_target()?;
         let r = self.finish_inner();
         self.state = if r.is_ok() {
             State::Finished

@@ -36,8 +36,9 @@ pub const DC_WRITER_THREADS: dc_writer_param = 3;
 pub const DC_WRITER_OVERWRITE: dc_writer_param = 4;
 /// Tiles (row groups) per obs shard (>= 1), default 1000. Before the first append.
 pub const DC_WRITER_OBS_TILES_PER_FILE: dc_writer_param = 5;
-/// Text obs columns with more distinct values than this (>= 0) are stored as strings
-/// instead of categories; default 20000. Before the first `dc_writer_append_obs`.
+/// Categorical (dictionary) obs columns with more distinct values than this (>= 0) are
+/// stored as strings instead of categories; default 20000. Before the first
+/// `dc_writer_append_obs`.
 pub const DC_WRITER_OBS_MAX_CATEGORIES: dc_writer_param = 6;
 
 /// Runs `body` on a live writer: NULL is `DC_ERR_INVALID_ARGUMENT`, a poisoned writer
@@ -327,10 +328,11 @@ pub(crate) unsafe fn import_batch(
 /// Appends obs rows: one Arrow record batch (a struct array with its schema) per call. Row
 /// i overall describes cell i: batch boundaries need not match the `dc_writer_append_csr`
 /// calls, but at `dc_writer_finish` there must be exactly one obs row per cell. Every
-/// batch has the first one's columns (names, order, types). Text columns (utf8, large
-/// utf8, or dictionaries of them) are stored as categories over a global sorted
-/// vocabulary, or as strings when they have more than 20,000 distinct values
-/// (`DC_WRITER_OBS_MAX_CATEGORIES`); integers and floats as numeric; bool as bool.
+/// batch has the first one's columns (names, order, types). Categorical columns
+/// (dictionaries of utf8, as pandas `category`) are stored as categories over a global
+/// sorted vocabulary, or as strings when they have more than 20,000 distinct values
+/// (`DC_WRITER_OBS_MAX_CATEGORIES`); plain text (utf8, large utf8) as strings; integers
+/// and floats as numeric; bool as bool.
 ///
 /// `batch` is moved into the library (released, and the caller's struct marked
 /// released, even on error); `schema` is only borrowed.

@@ -1,0 +1,378 @@
+/* The ChromData writer (C API section 6) through the header alone: spots are built by hand
+ * as Arrow C data (no Arrow library), appended out of order in two batches, written in
+ * every layout and as .cdz, and read back with the backed reader; the error paths of every
+ * writer function. Runs under valgrind too (every struct released exactly once). */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "deltacells.h"
+
+static int g_passed = 0, g_failed = 0;
+
+#define CHECK(cond)                                                              \
+  do {                                                                           \
+    if (cond) {                                                                  \
+      g_passed++;                                                                \
+    } else {                                                                     \
+      g_failed++;                                                                \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__,    \
+              __LINE__, #cond, dc_last_error());                                 \
+    }                                                                            \
+  } while (0)
+
+#define CHECK_STATUS(call, want)                                                 \
+  do {                                                                           \
+    dc_status s_ = (call);                                                       \
+    if (s_ == (want) && (s_ == DC_OK || dc_last_error()[0] != '\0')) {           \
+      g_passed++;                                                                \
+    } else {                                                                     \
+      g_failed++;                                                                \
+      fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", __FILE__,      \
+              __LINE__, #call, dc_status_name(s_), dc_status_name(want),         \
+              dc_last_error());                                                  \
+    }                                                                            \
+  } while (0)
+
+/* ---- Arrow C data built by hand --------------------------------------------------- */
+
+/* Every array owns up to three malloc'd buffers and its heap-allocated children. */
+typedef struct {
+  void *mem[3];
+} array_private;
+
+static void release_array(struct ArrowArray *a) {
+  for (int64_t i = 0; i < a->n_children; i++) {
+    struct ArrowArray *c = a->children[i];
+    if (c->release) c->release(c);
+    free(c);
+  }
+  free(a->children);
+  array_private *p = a->private_data;
+  for (int i = 0; i < 3; i++) free(p->mem[i]);
+  free(p);
+  free((void *)a->buffers);
+  a->release = NULL;
+}
+
+static struct ArrowArray *new_array(int64_t length, int64_t n_buffers) {
+  struct ArrowArray *a = calloc(1, sizeof *a);
+  array_private *p = calloc(1, sizeof *p);
+  a->length = length;
+  a->n_buffers = n_buffers;
+  a->buffers = calloc((size_t)n_buffers, sizeof(void *));
+  a->private_data = p;
+  a->release = release_array;
+  return a;
+}
+
+static struct ArrowArray *f64_array(const double *v, int64_t n) {
+  struct ArrowArray *a = new_array(n, 2);
+  array_private *p = a->private_data;
+  p->mem[1] = malloc((size_t)n * sizeof(double) + 1);
+  memcpy(p->mem[1], v, (size_t)n * sizeof(double));
+  a->buffers[1] = p->mem[1];
+  return a;
+}
+
+static struct ArrowArray *i64_array(const int64_t *v, int64_t n) {
+  struct ArrowArray *a = new_array(n, 2);
+  array_private *p = a->private_data;
+  p->mem[1] = malloc((size_t)n * sizeof(int64_t) + 1);
+  memcpy(p->mem[1], v, (size_t)n * sizeof(int64_t));
+  a->buffers[1] = p->mem[1];
+  return a;
+}
+
+static struct ArrowArray *utf8_array(const char *const *v, int64_t n) {
+  struct ArrowArray *a = new_array(n, 3);
+  array_private *p = a->private_data;
+  int32_t *offsets = malloc((size_t)(n + 1) * sizeof(int32_t));
+  size_t total = 0;
+  for (int64_t i = 0; i < n; i++) total += strlen(v[i]);
+  char *data = malloc(total + 1);
+  offsets[0] = 0;
+  for (int64_t i = 0; i < n; i++) {
+    size_t len = strlen(v[i]);
+    memcpy(data + offsets[i], v[i], len);
+    offsets[i + 1] = offsets[i] + (int32_t)len;
+  }
+  p->mem[1] = offsets;
+  p->mem[2] = data;
+  a->buffers[1] = offsets;
+  a->buffers[2] = data;
+  return a;
+}
+
+/* Schemas: names and formats are static strings; only the child arrays are allocated. */
+static void release_schema(struct ArrowSchema *s) {
+  for (int64_t i = 0; i < s->n_children; i++) {
+    struct ArrowSchema *c = s->children[i];
+    if (c->release) c->release(c);
+    free(c);
+  }
+  free(s->children);
+  s->release = NULL;
+}
+
+static void release_leaf_schema(struct ArrowSchema *s) { s->release = NULL; }
+
+enum { N_COLS = 9 };
+static const char *const COL_NAMES[N_COLS] = {"chrom", "start", "end", "trace_id", "cell_id",
+                                              "x",     "y",     "z",   "spot_tracks/intensity"};
+static const char *const COL_FORMATS[N_COLS] = {"u", "l", "l", "u", "u", "g", "g", "g", "g"};
+
+static void spots_schema(struct ArrowSchema *s) {
+  memset(s, 0, sizeof *s);
+  s->format = "+s";
+  s->name = "";
+  s->n_children = N_COLS;
+  s->children = calloc(N_COLS, sizeof(struct ArrowSchema *));
+  for (int i = 0; i < N_COLS; i++) {
+    struct ArrowSchema *c = calloc(1, sizeof *c);
+    c->format = COL_FORMATS[i];
+    c->name = COL_NAMES[i];
+    c->flags = ARROW_FLAG_NULLABLE;
+    c->release = release_leaf_schema;
+    s->children[i] = c;
+  }
+  s->release = release_schema;
+}
+
+/* The logical spots, in input (deliberately not canonical) order. */
+enum { N_SPOTS = 40 };
+typedef struct {
+  const char *chrom[N_SPOTS], *trace[N_SPOTS], *cell[N_SPOTS];
+  int64_t start[N_SPOTS], end[N_SPOTS];
+  double x[N_SPOTS], y[N_SPOTS], z[N_SPOTS], intensity[N_SPOTS];
+} spots;
+
+static void make_spots(spots *sp) {
+  static const char *chroms[] = {"chr2", "chr1", "chrX"};
+  static const char *traces[] = {"t3", "t1", "t2", "t0", "t4"};
+  static const char *cells[] = {"cellB", "cellA", "cellB", "cellA", "cellC"};
+  for (int i = 0; i < N_SPOTS; i++) {
+    int t = (i * 7) % 5;
+    sp->trace[i] = traces[t];
+    sp->cell[i] = cells[t];
+    sp->chrom[i] = chroms[(i * 5) % 3];
+    sp->start[i] = (int64_t)((i * 13) % 8) * 30000;
+    sp->end[i] = sp->start[i] + 30000;
+    sp->x[i] = (i == 11) ? NAN : 0.5 * i;
+    sp->y[i] = 100.0 - i;
+    sp->z[i] = i * 0.25;
+    sp->intensity[i] = (double)(i * i);
+  }
+}
+
+/* Rows [lo, hi) of the spots as a struct array. */
+static void spots_batch(const spots *sp, int lo, int hi, struct ArrowArray *out) {
+  int64_t n = hi - lo;
+  struct ArrowArray *parent = new_array(n, 1);
+  parent->n_children = N_COLS;
+  parent->children = calloc(N_COLS, sizeof(struct ArrowArray *));
+  parent->children[0] = utf8_array(sp->chrom + lo, n);
+  parent->children[1] = i64_array(sp->start + lo, n);
+  parent->children[2] = i64_array(sp->end + lo, n);
+  parent->children[3] = utf8_array(sp->trace + lo, n);
+  parent->children[4] = utf8_array(sp->cell + lo, n);
+  parent->children[5] = f64_array(sp->x + lo, n);
+  parent->children[6] = f64_array(sp->y + lo, n);
+  parent->children[7] = f64_array(sp->z + lo, n);
+  parent->children[8] = f64_array(sp->intensity + lo, n);
+  *out = *parent; /* move the struct; the heap shell is freed below */
+  free(parent);
+}
+
+/* ---- reading back -------------------------------------------------------------------- */
+
+static int child_index(const struct ArrowSchema *s, const char *name) {
+  for (int64_t i = 0; i < s->n_children; i++)
+    if (strcmp(s->children[i]->name, name) == 0) return (int)i;
+  return -1;
+}
+
+static int same_double(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Reads every spot in the written order and compares x, y, z and the track with the input. */
+static void check_read_back(const char *path, const spots *sp, int float32) {
+  dc_chromdata *cd = NULL;
+  CHECK_STATUS(dc_chromdata_open(path, &cd), DC_OK);
+  if (!cd) return;
+  dc_chromdata_info info;
+  CHECK_STATUS(dc_chromdata_info_get(cd, &info), DC_OK);
+  CHECK(info.n_spots == N_SPOTS);
+  CHECK(info.n_traces == 5);
+  CHECK(info.n_cells == 3);
+  CHECK(info.n_chroms == 3);
+  CHECK(info.has_coords == 1 && info.has_cell_id == 1);
+  CHECK(info.coord_bits == (float32 ? 32 : 64));
+  CHECK(info.has_source_row == 1); /* the input was not in canonical order */
+
+  struct ArrowArrayStream stream;
+  memset(&stream, 0, sizeof stream);
+  CHECK_STATUS(dc_chromdata_read_spots(cd, 1, NULL, 0, &stream), DC_OK);
+  dc_chromdata_free(cd); /* the stream stays valid */
+  if (!stream.release) return;
+  struct ArrowSchema schema;
+  CHECK(stream.get_schema(&stream, &schema) == 0);
+  int ix = child_index(&schema, "x"), iy = child_index(&schema, "y");
+  int iz = child_index(&schema, "z"), it = child_index(&schema, "spot_tracks/intensity");
+  CHECK(ix >= 0 && iy >= 0 && iz >= 0 && it >= 0);
+  if (ix >= 0) CHECK(strcmp(schema.children[ix]->format, float32 ? "f" : "g") == 0);
+  int64_t row = 0;
+  for (;;) {
+    struct ArrowArray batch;
+    CHECK(stream.get_next(&stream, &batch) == 0);
+    if (!batch.release) break;
+    for (int64_t r = 0; r < batch.length && row < N_SPOTS && ix >= 0 && it >= 0; r++, row++) {
+      const struct ArrowArray *cx = batch.children[ix], *ct = batch.children[it];
+      double x = float32 ? ((const float *)cx->buffers[1])[cx->offset + r]
+                         : ((const double *)cx->buffers[1])[cx->offset + r];
+      double want = float32 ? (double)(float)sp->x[row] : sp->x[row];
+      if (isnan(want))
+        CHECK(isnan(x));
+      else
+        CHECK(same_double(x, want));
+      CHECK(((const double *)ct->buffers[1])[ct->offset + r] == sp->intensity[row]);
+    }
+    batch.release(&batch);
+  }
+  CHECK(row == N_SPOTS);
+  schema.release(&schema);
+  stream.release(&stream);
+}
+
+static void write_store(const char *path, int64_t layout, int float32, const spots *sp) {
+  dc_chromdata_writer *w = NULL;
+  CHECK_STATUS(dc_chromdata_writer_create(path, &w), DC_OK);
+  CHECK_STATUS(dc_chromdata_writer_set(w, DC_CDW_LAYOUT, layout), DC_OK);
+  CHECK_STATUS(dc_chromdata_writer_set(w, DC_CDW_COORD_FLOAT32, float32), DC_OK);
+  CHECK_STATUS(dc_chromdata_writer_set(w, DC_CDW_MEMORY_BUDGET, 1 << 20), DC_OK);
+  CHECK_STATUS(dc_chromdata_writer_set(w, DC_CDW_THREADS, 2), DC_OK);
+  struct ArrowSchema schema;
+  spots_schema(&schema);
+  for (int part = 0; part < 2; part++) {
+    struct ArrowArray batch;
+    spots_batch(sp, part ? 17 : 0, part ? N_SPOTS : 17, &batch);
+    CHECK_STATUS(dc_chromdata_writer_append(w, &batch, &schema), DC_OK);
+    CHECK(batch.release == NULL); /* moved into the library */
+  }
+  CHECK_STATUS(dc_chromdata_writer_finish(w), DC_OK);
+  /* After finish: every call but free is a state error. */
+  struct ArrowArray late;
+  spots_batch(sp, 0, 3, &late);
+  CHECK_STATUS(dc_chromdata_writer_append(w, &late, &schema), DC_ERR_STATE);
+  CHECK(late.release == NULL); /* released on every path */
+  CHECK_STATUS(dc_chromdata_writer_finish(w), DC_ERR_STATE);
+  CHECK_STATUS(dc_chromdata_writer_set(w, DC_CDW_THREADS, 1), DC_ERR_STATE);
+  dc_chromdata_writer_free(w);
+  schema.release(&schema);
+}
+
+int main(void) {
+  char dir[] = "/tmp/dc-cdw-XXXXXX";
+  if (!mkdtemp(dir)) return 2;
+  spots sp;
+  make_spots(&sp);
+  char path[512];
+
+  static const struct {
+    int64_t layout;
+    int float32;
+    const char *name;
+  } cases[] = {{DC_LAYOUT_FLAT, 0, "flat.chromdata.zarr"},
+               {DC_LAYOUT_PARTITIONED, 1, "part.chromdata.zarr"},
+               {DC_LAYOUT_PRIMARY_COORDS, 0, "pc.chromdata.zarr"},
+               {DC_LAYOUT_PRIMARY_COORDS, 1, "pc.cdz"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, cases[i].name);
+    write_store(path, cases[i].layout, cases[i].float32, &sp);
+    check_read_back(path, &sp, cases[i].float32);
+  }
+
+  /* An existing store is not replaced without DC_CDW_OVERWRITE, and is with it. */
+  snprintf(path, sizeof path, "%s/pc.chromdata.zarr", dir);
+  {
+    dc_chromdata_writer *w = NULL;
+    struct ArrowSchema schema;
+    spots_schema(&schema);
+    CHECK_STATUS(dc_chromdata_writer_create(path, &w), DC_OK);
+    struct ArrowArray batch;
+    spots_batch(&sp, 0, N_SPOTS, &batch);
+    CHECK_STATUS(dc_chromdata_writer_append(w, &batch, &schema), DC_OK);
+    CHECK_STATUS(dc_chromdata_writer_finish(w), DC_ERR_EXISTS);
+    CHECK_STATUS(dc_chromdata_writer_set(w, DC_CDW_OVERWRITE, 1), DC_OK);
+    CHECK_STATUS(dc_chromdata_writer_finish(w), DC_OK);
+    dc_chromdata_writer_free(w);
+    schema.release(&schema);
+    check_read_back(path, &sp, 0);
+  }
+
+  /* Freed without finish: nothing opens at the target, and no temporary is left. */
+  snprintf(path, sizeof path, "%s/abandoned.chromdata.zarr", dir);
+  {
+    dc_chromdata_writer *w = NULL;
+    struct ArrowSchema schema;
+    spots_schema(&schema);
+    CHECK_STATUS(dc_chromdata_writer_create(path, &w), DC_OK);
+    struct ArrowArray batch;
+    spots_batch(&sp, 0, N_SPOTS, &batch);
+    CHECK_STATUS(dc_chromdata_writer_append(w, &batch, &schema), DC_OK);
+    dc_chromdata_writer_free(w);
+    schema.release(&schema);
+    struct stat st;
+    CHECK(stat(path, &st) != 0);
+    dc_chromdata *cd = NULL;
+    CHECK_STATUS(dc_chromdata_open(path, &cd), DC_ERR_NOT_FOUND);
+    CHECK(cd == NULL);
+  }
+
+  /* Argument errors. */
+  {
+    dc_chromdata_writer *w = NULL;
+    CHECK_STATUS(dc_chromdata_writer_create(NULL, &w), DC_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(dc_chromdata_writer_create(path, NULL), DC_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(dc_chromdata_writer_create("/no/such/dir/x.chromdata.zarr", &w),
+                 DC_ERR_NOT_FOUND);
+    CHECK(w == NULL);
+    snprintf(path, sizeof path, "%s/args.chromdata.zarr", dir);
+    CHECK_STATUS(dc_chromdata_writer_create(path, &w), DC_OK);
+    CHECK_STATUS(dc_chromdata_writer_set(w, 99, 1), DC_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(dc_chromdata_writer_set(w, DC_CDW_LAYOUT, 7), DC_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(dc_chromdata_writer_set(NULL, DC_CDW_LAYOUT, 0), DC_ERR_INVALID_ARGUMENT);
+    struct ArrowSchema schema;
+    spots_schema(&schema);
+    CHECK_STATUS(dc_chromdata_writer_append(w, NULL, &schema), DC_ERR_INVALID_ARGUMENT);
+    struct ArrowArray batch;
+    spots_batch(&sp, 0, 5, &batch);
+    CHECK_STATUS(dc_chromdata_writer_append(w, &batch, NULL), DC_ERR_INVALID_ARGUMENT);
+    CHECK(batch.release == NULL); /* released even on error */
+    /* A batch without trace_id: the schema says 3 columns only. */
+    schema.n_children = 3;
+    spots_batch(&sp, 0, 5, &batch);
+    for (int64_t i = 3; i < batch.n_children; i++) {
+      batch.children[i]->release(batch.children[i]);
+      free(batch.children[i]);
+    }
+    batch.n_children = 3;
+    CHECK_STATUS(dc_chromdata_writer_append(w, &batch, &schema), DC_ERR_INVALID_ARGUMENT);
+    CHECK(batch.release == NULL);
+    schema.n_children = N_COLS;
+    schema.release(&schema);
+    CHECK_STATUS(dc_chromdata_writer_finish(NULL), DC_ERR_INVALID_ARGUMENT);
+    dc_chromdata_writer_free(w);
+    dc_chromdata_writer_free(NULL);
+  }
+
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  printf("test_chromdata_writer: %d passed, %d failed\n", g_passed, g_failed);
+  return g_failed ? 1 : 0;
+}
