@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tests the installed package as a user sees it: `cmake --install` into a temporary prefix,
-# then examples-c/ built OUT OF TREE against it
+# then the programs of examples-c/ built OUT OF TREE against it and run
 #   1. with find_package(deltacells CONFIG) and deltacells::deltacells (shared),
 #   2. with find_package(deltacells CONFIG) and deltacells::deltacells_static,
 #   3. with `pkg-config --cflags --libs deltacells` (shared),
@@ -43,6 +43,20 @@ check_static() {
   echo "   ldd $(basename "$exe"): $(ldd "$exe" | awk '{print $1}' | tr '\n' ' ')"
 }
 
+# Runs the examples built in $1: tile_roundtrip, then dataset_write + dataset_gather (the
+# program of docs/c-api.md), whose output is checked against what dataset_write wrote.
+run_examples() {
+  local dir=$1
+  "$dir/tile_roundtrip" >/dev/null
+  rm -rf "$dir/example.dcds"
+  "$dir/dataset_write" "$dir/example.dcds" >/dev/null
+  local out
+  out=$("$dir/dataset_gather" "$dir/example.dcds")
+  [ "$out" = $'cell 0: 3 nonzeros\ncell 4: 4 nonzeros\ncell 0: 3 nonzeros' ] ||
+    { echo "dataset_gather printed: $out" >&2; exit 1; }
+  echo "   ran tile_roundtrip, dataset_write, dataset_gather: OK"
+}
+
 # The examples are copied away from the source tree so nothing in-tree can leak in.
 cp -r examples-c "$work/examples-c"
 
@@ -54,14 +68,15 @@ for target in deltacells::deltacells deltacells::deltacells_static; do
         -DCMAKE_PREFIX_PATH="$prefix" -DDELTACELLS_TARGET="$target" >"$work/cmake-$n.log" ||
     { cat "$work/cmake-$n.log"; exit 1; }
   cmake --build "$work/cmake-$n" -j2 >/dev/null
-  "$work/cmake-$n/tile_roundtrip" >/dev/null
-  echo "   ran tile_roundtrip: OK"
-  if [ "$target" = deltacells::deltacells_static ]; then
-    check_static "$work/cmake-$n/tile_roundtrip"
-  else
-    ldd "$work/cmake-$n/tile_roundtrip" | grep -q "libdeltacells.so.1 => $prefix/lib/" ||
-      { echo "the shared build does not use $prefix/lib/libdeltacells.so.1" >&2; exit 1; }
-  fi
+  run_examples "$work/cmake-$n"
+  for exe in tile_roundtrip dataset_write dataset_gather; do
+    if [ "$target" = deltacells::deltacells_static ]; then
+      check_static "$work/cmake-$n/$exe"
+    else
+      ldd "$work/cmake-$n/$exe" | grep -q "libdeltacells.so.1 => $prefix/lib/" ||
+        { echo "$exe does not use $prefix/lib/libdeltacells.so.1" >&2; exit 1; }
+    fi
+  done
 done
 # A version the package must refuse (SameMajorVersion).
 mkdir -p "$work/major"
@@ -79,20 +94,23 @@ echo "== deltacellsConfigVersion.cmake refuses another major version: OK"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 cc=${CC:-cc}
 echo "== pkg-config --cflags --libs deltacells (shared): $(pkg-config --cflags --libs deltacells)"
-# shellcheck disable=SC2046
-$cc -std=c11 examples-c/tile_roundtrip.c -o "$work/pc_shared" $(pkg-config --cflags --libs deltacells) \
-    -Wl,-rpath,"$(pkg-config --variable=libdir deltacells)"
-"$work/pc_shared" >/dev/null
-echo "   ran tile_roundtrip: OK"
+mkdir -p "$work/pc_shared" "$work/pc_static"
+for exe in tile_roundtrip dataset_write dataset_gather; do
+  # shellcheck disable=SC2046
+  $cc -std=c11 "examples-c/$exe.c" -o "$work/pc_shared/$exe" $(pkg-config --cflags --libs deltacells) \
+      -Wl,-rpath,"$(pkg-config --variable=libdir deltacells)"
+done
+run_examples "$work/pc_shared"
 
 static_libs=$(pkg-config --static --libs deltacells)
 static_libs=${static_libs/-ldeltacells/-Wl,-Bstatic -ldeltacells -Wl,-Bdynamic}
 echo "== pkg-config --static (static): $static_libs"
-# shellcheck disable=SC2046,SC2086
-$cc -std=c11 examples-c/tile_roundtrip.c -o "$work/pc_static" $(pkg-config --cflags deltacells) $static_libs
-"$work/pc_static" >/dev/null
-echo "   ran tile_roundtrip: OK"
-check_static "$work/pc_static"
+for exe in tile_roundtrip dataset_write dataset_gather; do
+  # shellcheck disable=SC2046,SC2086
+  $cc -std=c11 "examples-c/$exe.c" -o "$work/pc_static/$exe" $(pkg-config --cflags deltacells) $static_libs
+  check_static "$work/pc_static/$exe"
+done
+run_examples "$work/pc_static"
 
 echo "== C++17 wrapper from the prefix (deltacells.hpp), static, pkg-config"
 cat >"$work/hello.cpp" <<'CPP'
