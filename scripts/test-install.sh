@@ -35,12 +35,13 @@ soname=$(objdump -p "$prefix/lib/libdeltacells.so.1" | awk '$1 == "SONAME" {prin
 
 # Only system libraries: no libdeltacells, nothing "not found".
 check_static() {
-  local exe=$1
-  if ldd "$exe" | grep -E 'deltacells|not found'; then
+  local exe=$1 deps
+  deps=$(ldd "$exe")
+  if grep -E 'deltacells|not found' <<<"$deps"; then
     echo "$exe: statically linked, yet needs the above at run time" >&2
     exit 1
   fi
-  echo "   ldd $(basename "$exe"): $(ldd "$exe" | awk '{print $1}' | tr '\n' ' ')"
+  echo "   ldd $(basename "$exe"): $(awk '{print $1}' <<<"$deps" | tr '\n' ' ')"
 }
 
 # Runs the examples built in $1: tile_roundtrip, then dataset_write + dataset_gather (the
@@ -73,8 +74,11 @@ for target in deltacells::deltacells deltacells::deltacells_static; do
     if [ "$target" = deltacells::deltacells_static ]; then
       check_static "$work/cmake-$n/$exe"
     else
-      ldd "$work/cmake-$n/$exe" | grep -q "libdeltacells.so.1 => $prefix/lib/" ||
-        { echo "$exe does not use $prefix/lib/libdeltacells.so.1" >&2; exit 1; }
+      # (ldd's output is captured first: with pipefail, `ldd | grep -q` fails when grep
+      # exits at the first match and ldd gets SIGPIPE)
+      deps=$(ldd "$work/cmake-$n/$exe")
+      grep -q "libdeltacells.so.1 => $prefix/lib/" <<<"$deps" ||
+        { echo "$exe does not use $prefix/lib/libdeltacells.so.1:" >&2; echo "$deps" >&2; exit 1; }
     fi
   done
 done
