@@ -799,18 +799,19 @@ impl ChromData {
             return Ok(out);
         }
         let req = i.requests(&plan);
-        let mut sets: Vec<(&FileSet, &Vec<String>, &Vec<(u64, u64)>)> =
-            vec![(&i.key_set, &req.key, &sel.key)];
+        // (file set, columns, on the key side?)
+        let mut sets: Vec<(&FileSet, &[String], bool)> = vec![(&i.key_set, &req.key, true)];
         if let Some(ps) = &i.primary_set {
-            sets.push((ps, &req.primary, &sel.extra));
+            sets.push((ps, &req.primary, false));
         }
         if let Some(ts) = &i.tracks_set {
-            sets.push((ts, &req.tracks, &sel.extra));
+            sets.push((ts, &req.tracks, false));
         }
         for (k, ls) in i.layer_sets.iter().enumerate() {
-            sets.push((ls, &req.layers[k], &sel.extra));
+            sets.push((ls, &req.layers[k], false));
         }
-        for (set, names, ranges) in sets {
+        for (set, names, key_side) in sets {
+            let ranges = if key_side { &sel.key } else { &sel.extra };
             if names.is_empty() {
                 continue;
             }
@@ -822,7 +823,7 @@ impl ChromData {
                     None => out.push(FileRead {
                         path: path.clone(),
                         row_groups: vec![g],
-                        columns: names.clone(),
+                        columns: names.to_vec(),
                     }),
                 }
             }
