@@ -36,6 +36,15 @@ import pyarrow.parquet as pq
 
 
 def peak_rss_kb():
+    """Peak RSS of this process image, kB: VmHWM. Not ru_maxrss, which Linux carries over
+    exec from the forked parent (it would report the Rust bench's own RSS)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux
 
 
