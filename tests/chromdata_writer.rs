@@ -901,3 +901,163 @@ fn fofct_import_and_errors() {
         "temporary leftovers: {names:?}"
     );
 }
+
+/// Key-side values of the rows in the planned row groups of a store-relative Parquet file:
+/// one `Vec<i64>` per requested column name.
+fn planned_values(
+    store: &Path,
+    fr: &deltacells::chromdata::FileRead,
+    names: &[&str],
+) -> Vec<Vec<i64>> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ProjectionMask;
+    let f = std::fs::File::open(store.join(&fr.path)).unwrap();
+    let b = ParquetRecordBatchReaderBuilder::try_new(f).unwrap();
+    let idx: Vec<usize> = names
+        .iter()
+        .map(|n| b.schema().index_of(n).unwrap())
+        .collect();
+    let mask = ProjectionMask::roots(b.parquet_schema(), idx);
+    let r = b
+        .with_row_groups(fr.row_groups.clone())
+        .with_projection(mask)
+        .build()
+        .unwrap();
+    let mut out = vec![Vec::new(); names.len()];
+    for batch in r {
+        let batch = batch.unwrap();
+        for (k, n) in names.iter().enumerate() {
+            let a = arrow_cast_i64(batch.column_by_name(n).unwrap());
+            out[k].extend(a);
+        }
+    }
+    out
+}
+
+fn arrow_cast_i64(a: &ArrayRef) -> Vec<i64> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int16Type, Int32Type};
+    match a.data_type() {
+        DataType::Int16 => a
+            .as_primitive::<Int16Type>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        DataType::Int32 => a
+            .as_primitive::<Int32Type>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        t => panic!("unexpected code type {t}"),
+    }
+}
+
+/// `read_plan` (used by benches/chromdata.rs to replay a query's reads with pyarrow) lists
+/// row groups that hold every row of the answer and only groups that hold some, no more
+/// groups than the query decodes, and only the files the column selection needs.
+#[test]
+fn read_plan_lists_the_row_groups_a_query_reads() {
+    use deltacells::chromdata::{CatValue, PlanQuery};
+    let d = tmpdir("read_plan");
+    let s = make_spots(700, 11);
+    for (layout, short) in LAYOUTS {
+        let p = d.join(format!("s{short}.chromdata.zarr"));
+        write(&p, &s, &[300], opts(layout));
+        let cd = ChromData::open(&p).unwrap();
+        let trace_cats = cd.categories("spots", "trace_id").unwrap();
+        let trace_cats = trace_cats.as_any().downcast_ref::<StringArray>().unwrap();
+        let cell_cats = cd.categories("spots", "cell_id").unwrap();
+        let cell_cats = cell_cats.as_any().downcast_ref::<Int64Array>().unwrap();
+        let queries = [
+            (PlanQuery::Trace(CatValue::Str("t3".into())), Columns::All),
+            (
+                PlanQuery::Trace(CatValue::Str("t7".into())),
+                Columns::Coords,
+            ),
+            (PlanQuery::Cell(CatValue::Int(93)), Columns::All),
+            (PlanQuery::Cell(CatValue::Int(100)), Columns::Coords),
+            (PlanQuery::Chrom("chr10".into()), Columns::All),
+            (PlanQuery::All, Columns::All),
+        ];
+        for (q, cols) in queries {
+            let what = format!("{}: {q:?} {cols:?}", p.display());
+            let fresh = ChromData::open(&p).unwrap();
+            let before = fresh.row_group_reads();
+            let answer = match &q {
+                PlanQuery::Trace(id) => fresh.get_trace(id, &cols),
+                PlanQuery::Cell(id) => fresh.get_cell(id, &cols),
+                PlanQuery::Chrom(c) => fresh.get_chrom(c, &cols),
+                PlanQuery::All => fresh.read_spots(false, &cols),
+            }
+            .unwrap();
+            let decoded = fresh.row_group_reads() - before;
+            let plan = fresh.read_plan(&q, &cols).unwrap();
+            let planned: usize = plan.iter().map(|f| f.row_groups.len()).sum();
+            assert!(
+                planned > 0 && planned as u64 <= decoded,
+                "{what}: {planned} planned, {decoded} decoded"
+            );
+            let tracks = plan
+                .iter()
+                .any(|f| f.columns.iter().any(|c| c == "intensity"));
+            assert_eq!(
+                tracks,
+                cols == Columns::All,
+                "{what}: spot tracks file in the plan"
+            );
+            // Key files (those with trace_id): the planned groups hold every answer row,
+            // and each planned group holds at least one (for trace / cell queries).
+            let code = |v: &CatValue| -> i64 {
+                match v {
+                    CatValue::Str(t) => (0..trace_cats.len())
+                        .find(|&i| trace_cats.value(i) == t)
+                        .unwrap() as i64,
+                    CatValue::Int(c) => (0..cell_cats.len())
+                        .find(|&i| cell_cats.value(i) == *c)
+                        .unwrap() as i64,
+                }
+            };
+            let mut matched = 0usize;
+            for fr in plan
+                .iter()
+                .filter(|f| f.columns.iter().any(|c| c == "trace_id"))
+            {
+                let mut g = fr.row_groups.clone();
+                g.sort_unstable();
+                g.dedup();
+                assert_eq!(g.len(), fr.row_groups.len(), "{what}: duplicate groups");
+                match &q {
+                    PlanQuery::Trace(id) | PlanQuery::Cell(id) => {
+                        let col = if matches!(q, PlanQuery::Trace(_)) {
+                            "trace_id"
+                        } else {
+                            "cell_id"
+                        };
+                        let want = code(id);
+                        for single in &fr.row_groups {
+                            let one = deltacells::chromdata::FileRead {
+                                row_groups: vec![*single],
+                                ..fr.clone()
+                            };
+                            let v = &planned_values(&p, &one, &[col])[0];
+                            let n = v.iter().filter(|&&c| c == want).count();
+                            assert!(
+                                n > 0,
+                                "{what}: {} group {single} holds no answer row",
+                                fr.path
+                            );
+                            matched += n;
+                        }
+                    }
+                    _ => matched += planned_values(&p, fr, &["trace_id"])[0].len(),
+                }
+            }
+            match &q {
+                PlanQuery::Chrom(_) => assert!(matched >= answer.num_rows(), "{what}"),
+                _ => assert_eq!(matched, answer.num_rows(), "{what}"),
+            }
+        }
+    }
+}

@@ -35,6 +35,8 @@ pub use meta::Layout;
 use meta::{ColDesc, ColType, DerivedKey, Prim, RootMeta, Storage, TablesMeta};
 use pq::PqFile;
 pub use query::{CatValue, Columns, SpotBatches};
+#[doc(hidden)]
+pub use query::{FileRead, PlanQuery};
 use store::Store;
 
 /// Summary counts of a store (the C `dc_chromdata_info`).

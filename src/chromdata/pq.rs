@@ -24,8 +24,10 @@ type CacheEntry = (usize, Vec<usize>, RecordBatch);
 pub(crate) struct PqFile {
     slice: FileSlice,
     meta: ArrowReaderMetadata,
-    /// Store-relative path, for messages.
+    /// Store path + relative path, for messages.
     pub(crate) path: String,
+    /// Store-relative path (`tables/...`).
+    pub(crate) rel: String,
     cache: Mutex<VecDeque<CacheEntry>>,
     reads: Arc<AtomicU64>,
 }
@@ -54,6 +56,7 @@ impl PqFile {
             slice,
             meta,
             path: full,
+            rel: path.to_string(),
             cache: Mutex::new(VecDeque::new()),
             reads: reads.clone(),
         })

@@ -27,6 +27,27 @@ pub enum Columns {
     Names(Vec<String>),
 }
 
+/// A query whose Parquet reads [`ChromData::read_plan`] lists (benchmarks only).
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub enum PlanQuery {
+    Trace(CatValue),
+    Cell(CatValue),
+    Chrom(String),
+    /// `read_spots`.
+    All,
+}
+
+/// Reads of one Parquet file by a query (benchmarks only): store-relative path, row
+/// groups (numbered within the file, in first-use order), projected columns.
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRead {
+    pub path: String,
+    pub row_groups: Vec<usize>,
+    pub columns: Vec<String>,
+}
+
 /// A category value used as an id: text or integer (no conversion between the two).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CatValue {
@@ -114,6 +135,14 @@ fn find_code(cats: &ArrayRef, id: &CatValue) -> Option<i32> {
     }
 }
 
+/// Column names requested from each file set by a query.
+struct Requests {
+    key: Vec<String>,
+    primary: Vec<String>,
+    tracks: Vec<String>,
+    layers: Vec<Vec<String>>,
+}
+
 /// Output rows of a query: aligned row ranges on the key side and on the extra side.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Selection {
@@ -134,6 +163,26 @@ fn pq_arrow(e: impl std::fmt::Display) -> Error {
 }
 
 impl FileSet {
+    /// Row groups (file index, local group) that a read of global `ranges` decodes, each
+    /// once, in first-use order: the same walk as [`FileSet::read`].
+    fn touched(&self, ranges: &[(u64, u64)]) -> Vec<(usize, usize)> {
+        let mut out: Vec<(usize, usize)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for &(s, e) in ranges {
+            let mut pos = s;
+            while pos < e {
+                let g = self.boundaries.partition_point(|&b| b <= pos) - 1;
+                let p = self.group_offsets.partition_point(|&x| x <= g as u64) - 1;
+                let local = (g as u64 - self.group_offsets[p]) as usize;
+                if seen.insert((p, local)) {
+                    out.push((p, local));
+                }
+                pos = e.min(self.boundaries[g + 1]);
+            }
+        }
+        out
+    }
+
     /// Reads `names` over global `ranges` (concatenated in order), decoding only the row
     /// groups that intersect them. Returns one array per name.
     fn read(&self, names: &[String], ranges: &[(u64, u64)]) -> Result<Vec<ArrayRef>> {
@@ -325,17 +374,11 @@ impl Inner {
         RecordBatch::try_new(schema, cols).map_err(pq_arrow)
     }
 
-    /// Reads the selected rows and builds the output columns of `plan`.
-    pub(crate) fn assemble(&self, sel: &Selection, plan: &[usize]) -> Result<RecordBatch> {
-        if sel.rows() == 0 {
-            return self.empty(plan);
-        }
-        let d = &self.store.display;
+    /// Columns to read from each file set for the output columns of `plan`: the key side
+    /// always gives bin_id / trace_id / cell_id.
+    fn requests(&self, plan: &[usize]) -> Requests {
         let sm = &self.tables.spots;
         let (bin_name, trace_name, cell_name) = self.key_names();
-        let flat_like = self.root.layout != Layout::PrimaryCoords;
-
-        // Requests per file set: key side always bin_id / trace_id / cell_id.
         let mut key_req: Vec<String> = vec![bin_name, trace_name];
         if let Some(c) = cell_name {
             key_req.push(c);
@@ -365,6 +408,29 @@ impl Inner {
                 _ => {}
             }
         }
+        Requests {
+            key: key_req,
+            primary: primary_req,
+            tracks: track_req,
+            layers: layer_req,
+        }
+    }
+
+    /// Reads the selected rows and builds the output columns of `plan`.
+    pub(crate) fn assemble(&self, sel: &Selection, plan: &[usize]) -> Result<RecordBatch> {
+        if sel.rows() == 0 {
+            return self.empty(plan);
+        }
+        let d = &self.store.display;
+        let sm = &self.tables.spots;
+        let flat_like = self.root.layout != Layout::PrimaryCoords;
+
+        let Requests {
+            key: key_req,
+            primary: primary_req,
+            tracks: track_req,
+            layers: layer_req,
+        } = self.requests(plan);
         let key_cols = self.key_set.read(&key_req, &sel.key)?;
         let mut by_name: HashMap<(u8, usize, String), ArrayRef> = HashMap::new();
         for (n, a) in key_req.iter().zip(&key_cols) {
@@ -618,20 +684,30 @@ impl ChromData {
 
     /// All spots of a trace, across cells and chromosomes, in canonical order.
     pub fn get_trace(&self, id: &CatValue, columns: &Columns) -> Result<RecordBatch> {
+        let plan = self.inner.plan(columns)?;
+        let sel = self.trace_selection(id)?;
+        self.inner.assemble(&sel, &plan)
+    }
+
+    fn trace_selection(&self, id: &CatValue) -> Result<Selection> {
         let i = &self.inner;
-        let plan = i.plan(columns)?;
         let t = self.trace_code(id)?;
         let mut runs: Vec<usize> = (0..i.index.trace_codes.len())
             .filter(|&r| i.index.trace_codes[r] == t)
             .collect();
         i.canonical(&mut runs);
-        i.assemble(&i.select_runs(&runs, None), &plan)
+        Ok(i.select_runs(&runs, None))
     }
 
     /// All spots of a cell, in canonical order. NotFound if the store has no cell_id.
     pub fn get_cell(&self, id: &CatValue, columns: &Columns) -> Result<RecordBatch> {
+        let plan = self.inner.plan(columns)?;
+        let sel = self.cell_selection(id)?;
+        self.inner.assemble(&sel, &plan)
+    }
+
+    fn cell_selection(&self, id: &CatValue) -> Result<Selection> {
         let i = &self.inner;
-        let plan = i.plan(columns)?;
         let cats = i.cell_cats.as_ref().ok_or_else(|| {
             Error::new(
                 ErrorKind::NotFound,
@@ -652,13 +728,18 @@ impl ChromData {
             }
         }
         i.canonical(&mut runs);
-        i.assemble(&i.select_runs(&runs, None), &plan)
+        Ok(i.select_runs(&runs, None))
     }
 
     /// All spots on a chromosome, in canonical order.
     pub fn get_chrom(&self, name: &str, columns: &Columns) -> Result<RecordBatch> {
+        let plan = self.inner.plan(columns)?;
+        let sel = self.chrom_selection(name)?;
+        self.inner.assemble(&sel, &plan)
+    }
+
+    fn chrom_selection(&self, name: &str) -> Result<Selection> {
         let i = &self.inner;
-        let plan = i.plan(columns)?;
         let ch = find_code(&i.chrom_cats, &CatValue::Str(name.to_string())).ok_or_else(|| {
             Error::new(
                 ErrorKind::NotFound,
@@ -670,16 +751,21 @@ impl ChromData {
             .filter(|&r| ct[r] == ch || ct[r] == -1)
             .collect();
         let mixed = runs.iter().any(|&r| ct[r] == -1);
-        i.assemble(&i.select_runs(&runs, mixed.then_some(ch)), &plan)
+        Ok(i.select_runs(&runs, mixed.then_some(ch)))
+    }
+
+    fn all_selection(&self) -> Selection {
+        let i = &self.inner;
+        let mut runs: Vec<usize> = (0..i.index.trace_codes.len()).collect();
+        i.canonical(&mut runs);
+        i.select_runs(&runs, None)
     }
 
     /// Every spot: canonical order, or input order with `original_order` (§7.4).
     pub fn read_spots(&self, original_order: bool, columns: &Columns) -> Result<RecordBatch> {
         let i = &self.inner;
         let plan = i.plan(columns)?;
-        let mut runs: Vec<usize> = (0..i.index.trace_codes.len()).collect();
-        i.canonical(&mut runs);
-        let sel = i.select_runs(&runs, None);
+        let sel = self.all_selection();
         let batch = i.assemble(&sel, &plan)?;
         if !original_order {
             return Ok(batch);
@@ -693,6 +779,56 @@ impl ChromData {
             None => perm.sort_by_key(|&k| stored[k as usize]),
         }
         arrow_select::take::take_record_batch(&batch, &UInt64Array::from(perm)).map_err(pq_arrow)
+    }
+
+    /// The Parquet reads a query makes: per spot-aligned file (store-relative path), the
+    /// row groups it decodes and the columns it projects. Lets benchmarks replay exactly
+    /// the same reads with another Parquet reader; not part of the stable API.
+    #[doc(hidden)]
+    pub fn read_plan(&self, query: &PlanQuery, columns: &Columns) -> Result<Vec<FileRead>> {
+        let i = &self.inner;
+        let plan = i.plan(columns)?;
+        let sel = match query {
+            PlanQuery::Trace(id) => self.trace_selection(id)?,
+            PlanQuery::Cell(id) => self.cell_selection(id)?,
+            PlanQuery::Chrom(name) => self.chrom_selection(name)?,
+            PlanQuery::All => self.all_selection(),
+        };
+        let mut out: Vec<FileRead> = Vec::new();
+        if sel.rows() == 0 {
+            return Ok(out);
+        }
+        let req = i.requests(&plan);
+        // (file set, columns, on the key side?)
+        let mut sets: Vec<(&FileSet, &[String], bool)> = vec![(&i.key_set, &req.key, true)];
+        if let Some(ps) = &i.primary_set {
+            sets.push((ps, &req.primary, false));
+        }
+        if let Some(ts) = &i.tracks_set {
+            sets.push((ts, &req.tracks, false));
+        }
+        for (k, ls) in i.layer_sets.iter().enumerate() {
+            sets.push((ls, &req.layers[k], false));
+        }
+        for (set, names, key_side) in sets {
+            let ranges = if key_side { &sel.key } else { &sel.extra };
+            if names.is_empty() {
+                continue;
+            }
+            let start = out.len();
+            for (p, g) in set.touched(ranges) {
+                let path = &set.files[p].rel;
+                match out[start..].iter_mut().find(|f| &f.path == path) {
+                    Some(f) => f.row_groups.push(g),
+                    None => out.push(FileRead {
+                        path: path.clone(),
+                        row_groups: vec![g],
+                        columns: names.to_vec(),
+                    }),
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Batches of `batch` runs (a trace in one cell [and chromosome]) in stored order.

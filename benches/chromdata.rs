@@ -1,0 +1,917 @@
+//! ChromData benchmark (not a test). Run:
+//!
+//!     cargo bench --features cli --bench chromdata                                 # 10 M spots, 60 tracks
+//!     cargo bench --features cli --bench chromdata -- --spots 200000 --tracks 8     # quick (< 2 min)
+//!
+//! Options: `--spots N` (10,000,000), `--tracks K` (60 float32 spot tracks), `--budget MB`
+//! (writer memory budget, 512 MiB), `--chroms C` (20; 3..=20), `--traces Q` (50 random
+//! traces), `--cells Q` (20 random cells), `--seed S`, `--no-python`, `--keep`.
+//!
+//! One run, one synthetic chromatin-tracing dataset (cells ~ spots / 20,000, 2 traces per
+//! cell, ~1,000 bins on C chromosomes, x / y / z float64 with ~0.2 % NaN, K float32 tracks
+//! named `spot_tracks/t0..`, rows in shuffled, non-canonical order), dumped once as an Arrow
+//! IPC file under `target/bench-chromdata/` (deleted at the end):
+//!
+//! 1. Writing. Our streaming `ChromDataWriter` writes 2.0 flat, 2.1 partitioned, 2.2
+//!    primary+coords and 2.2 as `.cdz`, under the memory budget, each in a child process
+//!    (this binary re-run with the hidden `--child-write`) that streams the IPC batches in,
+//!    so its peak RSS (VmHWM) is the write's own. Baseline in the same run: the same data as
+//!    one flat Parquet file (parquet crate, zstd 3, the flat layout's 65,536-row groups,
+//!    input order), same child-process harness; and `pyarrow.parquet.write_table` of the
+//!    same IPC data (tests/chromdata/bench_pyarrow.py, timed in Python).
+//! 2. Reading, per store: open; get_trace (median over random traces), get_cell (random
+//!    cells), get_chrom (every chromosome, all columns and `coords`), each with a fresh
+//!    handle per query kind; full read (`read_spots`) in a child process (time + peak RSS).
+//!    Baseline: pyarrow reading exactly the same row groups and columns of the same files
+//!    (`ChromData::read_plan` exports them), with and without threads.
+//!
+//! Prints markdown tables.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::types::Int32Type;
+use arrow_array::{
+    ArrayRef, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
+    StringArray,
+};
+use deltacells::chromdata::{
+    CatValue, ChromData, ChromDataWriter, Columns, FileRead, Layout, PlanQuery, WriterOptions,
+};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use serde_json::{json, Value};
+
+/// Target rows per row group of the flat layout (and of the Parquet baseline).
+const FLAT_ROW_GROUP: usize = 65_536;
+/// Rows per input batch (IPC record batch, one `append`).
+const BATCH_ROWS: usize = 65_536;
+
+struct Args {
+    spots: u64,
+    tracks: usize,
+    budget_mb: u64,
+    chroms: usize,
+    traces: usize,
+    cells: usize,
+    seed: u64,
+    python: bool,
+    keep: bool,
+}
+
+fn args(v: &[String]) -> Args {
+    let mut a = Args {
+        spots: 10_000_000,
+        tracks: 60,
+        budget_mb: 512,
+        chroms: 20,
+        traces: 50,
+        cells: 20,
+        seed: 42,
+        python: true,
+        keep: false,
+    };
+    let mut i = 0;
+    while i < v.len() {
+        let next = v.get(i + 1).cloned().unwrap_or_default();
+        let num = |s: &str| -> u64 {
+            s.replace('_', "")
+                .parse()
+                .unwrap_or_else(|_| panic!("{}: not a number: {s:?}", v[i]))
+        };
+        match v[i].as_str() {
+            "--spots" => a.spots = num(&next),
+            "--tracks" => a.tracks = num(&next) as usize,
+            "--budget" => a.budget_mb = num(&next),
+            "--chroms" => a.chroms = (num(&next) as usize).clamp(3, 20),
+            "--traces" => a.traces = num(&next) as usize,
+            "--cells" => a.cells = num(&next) as usize,
+            "--seed" => a.seed = num(&next),
+            "--no-python" => {
+                a.python = false;
+                i += 1;
+                continue;
+            }
+            "--keep" => {
+                a.keep = true;
+                i += 1;
+                continue;
+            }
+            _ => {
+                // `cargo bench` adds `--bench`; ignore what we do not know.
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    a
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+const CHROM_NAMES: [&str; 20] = [
+    "chr1", "chr2", "chr3", "chr4", "chr5", "chr6", "chr7", "chr8", "chr9", "chr10", "chr11",
+    "chr12", "chr13", "chr14", "chr15", "chr16", "chr17", "chr18", "chr19", "chrX",
+];
+
+/// ~1,000 bins of 100 kb, more on the first chromosomes; `chrom` is a dictionary column
+/// so the chromosome categories keep genome order.
+fn make_bins(n_chroms: usize) -> RecordBatch {
+    let weights: Vec<usize> = (0..n_chroms).map(|c| 2 * n_chroms - c).collect();
+    let total: usize = weights.iter().sum();
+    let (mut keys, mut start, mut end) = (Vec::new(), Vec::new(), Vec::new());
+    for (c, w) in weights.iter().enumerate() {
+        let n = (1000 * w).div_ceil(total);
+        for k in 0..n as i64 {
+            keys.push(c as i32);
+            start.push(k * 100_000);
+            end.push((k + 1) * 100_000);
+        }
+    }
+    let chrom = DictionaryArray::<Int32Type>::try_new(
+        Int32Array::from(keys),
+        Arc::new(StringArray::from(CHROM_NAMES[..n_chroms].to_vec())),
+    )
+    .unwrap();
+    RecordBatch::try_from_iter(vec![
+        ("chrom", Arc::new(chrom) as ArrayRef),
+        ("start", Arc::new(Int64Array::from(start)) as ArrayRef),
+        ("end", Arc::new(Int64Array::from(end)) as ArrayRef),
+    ])
+    .unwrap()
+}
+
+/// Dataset shape derived from the arguments.
+struct Shape {
+    n_cells: u64,
+    n_bins: u64,
+}
+
+fn shape(a: &Args, bins: &RecordBatch) -> Shape {
+    Shape {
+        n_cells: (a.spots / 20_000).max(1),
+        n_bins: bins.num_rows() as u64,
+    }
+}
+
+/// One input batch of spots in shuffled order: every row draws its cell, trace (2 per
+/// cell: ids `2 cell`, `2 cell + 1`) and bin at random.
+fn make_batch(rng: &mut Rng, rows: usize, a: &Args, s: &Shape) -> RecordBatch {
+    let (mut trace, mut cell, mut bin) = (
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+    );
+    let mut xyz: [Vec<f64>; 3] = std::array::from_fn(|_| Vec::with_capacity(rows));
+    for _ in 0..rows {
+        let c = rng.below(s.n_cells);
+        let t = 2 * c + rng.below(2);
+        let b = rng.below(s.n_bins);
+        cell.push(c as i64 + 1);
+        trace.push(t as i64 + 1);
+        bin.push(b as i32);
+        let missing = rng.below(500) == 0;
+        for (k, v) in xyz.iter_mut().enumerate() {
+            // A trace-dependent centre plus ~0.3 µm noise (values in nm).
+            let centre = ((t * 7919 + k as u64 * 104_729) % 50_000) as f64;
+            v.push(if missing {
+                f64::NAN
+            } else {
+                centre + 300.0 * (rng.unit() - 0.5) + b as f64
+            });
+        }
+    }
+    let mut cols: Vec<(String, ArrayRef)> = vec![
+        ("trace_id".into(), Arc::new(Int64Array::from(trace))),
+        ("cell_id".into(), Arc::new(Int64Array::from(cell))),
+        ("bin_id".into(), Arc::new(Int32Array::from(bin))),
+    ];
+    for (k, v) in xyz.into_iter().enumerate() {
+        cols.push((["x", "y", "z"][k].into(), Arc::new(Float64Array::from(v))));
+    }
+    for k in 0..a.tracks {
+        // z-score-like values on a 0.01 grid in [-10, 10): 2,000 distinct values.
+        let v: Vec<f32> = (0..rows)
+            .map(|_| (rng.below(2000) as f32 - 1000.0) / 100.0)
+            .collect();
+        cols.push((
+            format!("spot_tracks/t{k}"),
+            Arc::new(Float32Array::from(v)) as ArrayRef,
+        ));
+    }
+    RecordBatch::try_from_iter(cols).unwrap()
+}
+
+fn write_ipc(path: &Path, batches: impl Iterator<Item = RecordBatch>) {
+    let mut w: Option<arrow_ipc::writer::FileWriter<BufWriter<File>>> = None;
+    for b in batches {
+        let w = w.get_or_insert_with(|| {
+            arrow_ipc::writer::FileWriter::try_new(
+                BufWriter::new(File::create(path).unwrap()),
+                &b.schema(),
+            )
+            .unwrap()
+        });
+        w.write(&b).unwrap();
+    }
+    w.expect("at least one batch").finish().unwrap();
+}
+
+fn read_ipc(path: &Path) -> arrow_ipc::reader::FileReader<BufReader<File>> {
+    arrow_ipc::reader::FileReader::try_new(BufReader::new(File::open(path).unwrap()), None).unwrap()
+}
+
+/// Peak resident set size of this process (VmHWM), kB.
+fn vm_hwm_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// `--child-write KIND INPUT BINS OUT BUDGET_BYTES`: streams the IPC batches into one
+/// writer; prints {"secs", "peak_rss_kb"}.
+fn child_write(v: &[String]) {
+    let (kind, input, bins, out, budget) = (
+        v[0].as_str(),
+        Path::new(&v[1]),
+        Path::new(&v[2]),
+        Path::new(&v[3]),
+        v[4].parse::<u64>().unwrap(),
+    );
+    let t = Instant::now();
+    let batches = read_ipc(input);
+    let rows = match kind {
+        "input" => batches.map(|b| b.unwrap().num_rows()).sum::<usize>(),
+        "parquet" => {
+            let props = WriterProperties::builder()
+                .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap()))
+                .set_max_row_group_size(FLAT_ROW_GROUP)
+                .build();
+            let mut w: Option<ArrowWriter<File>> = None;
+            let mut n = 0;
+            for b in batches {
+                let b = b.unwrap();
+                let w = w.get_or_insert_with(|| {
+                    ArrowWriter::try_new(
+                        File::create(out).unwrap(),
+                        b.schema(),
+                        Some(props.clone()),
+                    )
+                    .unwrap()
+                });
+                w.write(&b).unwrap();
+                n += b.num_rows();
+            }
+            w.unwrap().close().unwrap();
+            n
+        }
+        layout => {
+            let layout = match layout {
+                "flat" => Layout::Flat,
+                "partitioned" => Layout::Partitioned,
+                _ => Layout::PrimaryCoords,
+            };
+            let bins = read_ipc(bins).next().unwrap().unwrap();
+            let mut w = ChromDataWriter::create(
+                out,
+                WriterOptions {
+                    memory_budget: budget,
+                    layout,
+                    ..WriterOptions::default()
+                },
+            )
+            .unwrap();
+            w.set_bins(bins).unwrap();
+            let mut n = 0;
+            for b in batches {
+                let b = b.unwrap();
+                n += b.num_rows();
+                w.append(b).unwrap();
+            }
+            w.finish().unwrap();
+            n
+        }
+    };
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        json!({"secs": secs, "rows": rows, "peak_rss_kb": vm_hwm_kb()})
+    );
+}
+
+/// `--child-read STORE`: opens (timed separately) and reads every spot, all columns.
+fn child_read(v: &[String]) {
+    let t = Instant::now();
+    let cd = ChromData::open(&v[0]).unwrap();
+    let open = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let before = cd.row_group_reads();
+    let b = cd.read_spots(false, &Columns::All).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        json!({"open": open, "secs": secs, "rows": b.num_rows(), "cols": b.num_columns(),
+               "decoded": cd.row_group_reads() - before, "peak_rss_kb": vm_hwm_kb()})
+    );
+}
+
+fn run_json(cmd: &mut Command) -> Value {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    if !out.status.success() {
+        panic!(
+            "{cmd:?} failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("{cmd:?}: no JSON in output:\n{text}"));
+    serde_json::from_str(line).unwrap()
+}
+
+fn self_cmd() -> Command {
+    Command::new(std::env::current_exe().unwrap())
+}
+
+fn disk_bytes(p: &Path) -> u64 {
+    let md = std::fs::symlink_metadata(p).unwrap();
+    if md.is_dir() {
+        std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| disk_bytes(&e.unwrap().path()))
+            .sum()
+    } else {
+        md.len()
+    }
+}
+
+fn remove(p: &Path) {
+    let _ = std::fs::remove_dir_all(p);
+    let _ = std::fs::remove_file(p);
+}
+
+fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn secs(s: f64) -> String {
+    if s.is_nan() {
+        "n/a".into()
+    } else if s >= 1.0 {
+        format!("{s:.2} s")
+    } else {
+        format!("{:.1} ms", s * 1e3)
+    }
+}
+
+fn mb(bytes: f64) -> String {
+    format!("{:.1} MB", bytes / 1e6)
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if a.is_nan() || b.is_nan() || b == 0.0 {
+        "n/a".into()
+    } else {
+        format!("{:.2}x", a / b)
+    }
+}
+
+fn shell(cmd: &str) -> String {
+    Command::new("sh")
+        .args(["-c", cmd])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn python_ok() -> Option<String> {
+    let out = Command::new("python3")
+        .args(["-c", "import pyarrow; print(pyarrow.__version__)"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn plan_json(reads: &[FileRead]) -> Value {
+    Value::Array(
+        reads
+            .iter()
+            .map(|r| json!({"path": r.path, "row_groups": r.row_groups, "columns": r.columns}))
+            .collect(),
+    )
+}
+
+/// Our times and the pyarrow plan of one query kind.
+struct Kind {
+    name: &'static str,
+    ours: Vec<f64>,
+    plans: Vec<Value>,
+    /// Row groups our reader decoded (its per-file cache of the last decoded groups can
+    /// serve a later query of the same handle) and row groups in the plans.
+    decoded: u64,
+    planned: u64,
+}
+
+/// One store's read results: per kind (ours median, pyarrow threads median, pyarrow
+/// single-thread median).
+struct ReadRow {
+    store: String,
+    kind: String,
+    n: usize,
+    /// Row groups decoded by ours / read by pyarrow, summed over the queries.
+    groups: String,
+    ours: f64,
+    py: f64,
+    py1: f64,
+}
+
+fn time_kind(store: &Path, name: &'static str, ids: &[PlanQuery], columns: &Columns) -> Kind {
+    let cd = ChromData::open(store).unwrap();
+    let mut ours = Vec::new();
+    let mut plans = Vec::new();
+    let before = cd.row_group_reads();
+    let mut planned = 0;
+    for q in ids {
+        let t = Instant::now();
+        let b = match q {
+            PlanQuery::Trace(id) => cd.get_trace(id, columns),
+            PlanQuery::Cell(id) => cd.get_cell(id, columns),
+            PlanQuery::Chrom(c) => cd.get_chrom(c, columns),
+            PlanQuery::All => cd.read_spots(false, columns),
+        }
+        .unwrap();
+        ours.push(t.elapsed().as_secs_f64());
+        assert!(b.num_rows() > 0, "{name}: empty answer");
+        drop(b);
+        let plan = cd.read_plan(q, columns).unwrap();
+        planned += plan.iter().map(|f| f.row_groups.len() as u64).sum::<u64>();
+        plans.push(plan_json(&plan));
+    }
+    let decoded = cd.row_group_reads() - before;
+    Kind {
+        name,
+        ours,
+        plans,
+        decoded,
+        planned,
+    }
+}
+
+struct Ctx {
+    dir: PathBuf,
+    input: PathBuf,
+    bins: PathBuf,
+    budget: u64,
+    python: bool,
+    script: PathBuf,
+}
+
+fn child_write_run(ctx: &Ctx, kind: &str, out: &Path) -> Value {
+    remove(out);
+    run_json(self_cmd().arg("--child-write").args([
+        kind,
+        ctx.input.to_str().unwrap(),
+        ctx.bins.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &ctx.budget.to_string(),
+    ]))
+}
+
+fn py_read(ctx: &Ctx, store: &Path, queries: Value, once: bool) -> Option<Value> {
+    if !ctx.python {
+        return None;
+    }
+    let plan = ctx.dir.join("plan.json");
+    std::fs::write(
+        &plan,
+        serde_json::to_vec(&json!({ "queries": queries })).unwrap(),
+    )
+    .unwrap();
+    let mut cmd = Command::new("python3");
+    cmd.arg(&ctx.script).arg("read").arg(store).arg(&plan);
+    if once {
+        cmd.arg("--once");
+    }
+    let v = run_json(&mut cmd);
+    let _ = std::fs::remove_file(&plan);
+    Some(v)
+}
+
+fn py_median(v: &Option<Value>, kind: &str, key: &str) -> f64 {
+    let Some(v) = v else { return f64::NAN };
+    let xs: Vec<f64> = v["kinds"][kind][key]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
+        .unwrap_or_default();
+    median(&xs)
+}
+
+/// Read benchmarks of one store; returns the per-kind rows and the full-read row.
+fn bench_reads(
+    ctx: &Ctx,
+    label: &str,
+    store: &Path,
+    traces: &[CatValue],
+    cells: &[CatValue],
+    chroms: &[String],
+) -> (Vec<ReadRow>, (f64, u64, f64, u64)) {
+    // Open: fresh handle each time, median of 5.
+    let mut open = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let cd = ChromData::open(store).unwrap();
+        open.push(t.elapsed().as_secs_f64());
+        drop(cd);
+    }
+    let cd = ChromData::open(store).unwrap();
+    let all_reads = cd.read_plan(&PlanQuery::All, &Columns::All).unwrap();
+    let all_groups: usize = all_reads.iter().map(|f| f.row_groups.len()).sum();
+    let all_plan = plan_json(&all_reads);
+    drop(cd);
+    let q = |f: fn(CatValue) -> PlanQuery, ids: &[CatValue]| -> Vec<PlanQuery> {
+        ids.iter().cloned().map(f).collect()
+    };
+    let chrom_q: Vec<PlanQuery> = chroms.iter().cloned().map(PlanQuery::Chrom).collect();
+    let kinds = vec![
+        time_kind(
+            store,
+            "get_trace",
+            &q(PlanQuery::Trace, traces),
+            &Columns::All,
+        ),
+        time_kind(store, "get_cell", &q(PlanQuery::Cell, cells), &Columns::All),
+        time_kind(store, "get_chrom (all columns)", &chrom_q, &Columns::All),
+        time_kind(store, "get_chrom (coords)", &chrom_q, &Columns::Coords),
+    ];
+    let mut queries = vec![json!({"kind": "open", "items": [all_plan.clone()]})];
+    for k in &kinds {
+        queries.push(json!({"kind": k.name, "items": k.plans}));
+    }
+    queries.push(json!({"kind": "full read", "items": [all_plan.clone()]}));
+    let py = py_read(ctx, store, Value::Array(queries), false);
+
+    // Full read with peak memory: ours and pyarrow, each in a fresh process.
+    let full = run_json(self_cmd().arg("--child-read").arg(store));
+    let py_full = py_read(
+        ctx,
+        store,
+        json!([{"kind": "full read", "items": [all_plan]}]),
+        true,
+    );
+
+    let mut rows = vec![ReadRow {
+        store: label.into(),
+        kind: "open".into(),
+        n: 5,
+        groups: "footers".into(),
+        ours: median(&open),
+        py: py_median(&py, "open", "threads"),
+        py1: py_median(&py, "open", "single"),
+    }];
+    for k in &kinds {
+        rows.push(ReadRow {
+            store: label.into(),
+            kind: k.name.into(),
+            n: k.ours.len(),
+            groups: format!("{} / {}", k.decoded, k.planned),
+            ours: median(&k.ours),
+            py: py_median(&py, k.name, "threads"),
+            py1: py_median(&py, k.name, "single"),
+        });
+    }
+    let full_secs = full["secs"].as_f64().unwrap();
+    rows.push(ReadRow {
+        store: label.into(),
+        kind: "full read (read_spots)".into(),
+        n: 1,
+        groups: format!("{} / {all_groups}", full["decoded"]),
+        ours: full_secs,
+        py: py_median(&py, "full read", "threads"),
+        py1: py_median(&py, "full read", "single"),
+    });
+    let peak = full["peak_rss_kb"].as_u64().unwrap() * 1024;
+    let (py_secs, py_peak) = match &py_full {
+        Some(v) => (
+            py_median(&py_full, "full read", "threads"),
+            v["peak_rss_kb"].as_u64().unwrap_or(0) * 1024,
+        ),
+        None => (f64::NAN, 0),
+    };
+    (rows, (full_secs, peak, py_secs, py_peak))
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("--child-write") {
+        return child_write(&argv[1..]);
+    }
+    if argv.first().map(String::as_str) == Some("--child-read") {
+        return child_read(&argv[1..]);
+    }
+    let a = args(&argv);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("target/bench-chromdata");
+    remove(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let py_version = if a.python { python_ok() } else { None };
+    let ctx = Ctx {
+        input: dir.join("input.arrow"),
+        bins: dir.join("bins.arrow"),
+        dir: dir.clone(),
+        budget: a.budget_mb << 20,
+        python: py_version.is_some(),
+        script: root.join("tests/chromdata/bench_pyarrow.py"),
+    };
+    let load_before = shell("uptime");
+
+    // The dataset, once, as an Arrow IPC file.
+    let bins = make_bins(a.chroms);
+    let s = shape(&a, &bins);
+    write_ipc(&ctx.bins, std::iter::once(bins.clone()));
+    let t = Instant::now();
+    let mut rng = Rng(a.seed);
+    let mut left = a.spots as usize;
+    write_ipc(
+        &ctx.input,
+        std::iter::from_fn(|| {
+            if left == 0 {
+                return None;
+            }
+            let n = left.min(BATCH_ROWS);
+            left -= n;
+            Some(make_batch(&mut rng, n, &a, &s))
+        }),
+    );
+    let gen_secs = t.elapsed().as_secs_f64();
+    let input_bytes = disk_bytes(&ctx.input);
+
+    println!("## ChromData benchmark\n");
+    println!(
+        "{} spots, {} float32 spot tracks, {} cells, {} traces, {} bins on {} chromosomes; \
+         x/y/z float64 (~0.2 % NaN); input shuffled (cell, trace, bin drawn per row); \
+         Arrow IPC input {} (generated in {:.1} s). Writer memory budget {} MiB.",
+        a.spots,
+        a.tracks,
+        s.n_cells,
+        2 * s.n_cells,
+        s.n_bins,
+        a.chroms,
+        mb(input_bytes as f64),
+        gen_secs,
+        a.budget_mb
+    );
+    println!(
+        "Machine: {} cores (nproc), {}. pyarrow: {}.\n",
+        shell("nproc"),
+        shell("lscpu | sed -n 's/^Model name: *//p' | head -1"),
+        py_version.clone().unwrap_or_else(|| {
+            "MISSING (python3 -c 'import pyarrow' failed): pyarrow columns are n/a".into()
+        })
+    );
+
+    // Random ids, fixed for all stores.
+    let mut qrng = Rng(a.seed ^ 0x5EED);
+    let traces: Vec<CatValue> = (0..a.traces)
+        .map(|_| CatValue::Int(qrng.below(2 * s.n_cells) as i64 + 1))
+        .collect();
+    let cells: Vec<CatValue> = (0..a.cells)
+        .map(|_| CatValue::Int(qrng.below(s.n_cells) as i64 + 1))
+        .collect();
+    let chroms: Vec<String> = CHROM_NAMES[..a.chroms]
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+
+    // 1. Writes (+ reads of each store right after its write, then it is deleted).
+    struct WriteRow {
+        store: String,
+        secs: f64,
+        peak: u64,
+        bytes: u64,
+    }
+    let mut writes: Vec<WriteRow> = Vec::new();
+    let input = child_write_run(&ctx, "input", &dir.join("none"));
+    let input_secs = input["secs"].as_f64().unwrap();
+
+    let pq_rs = dir.join("flat-rs.parquet");
+    let v = child_write_run(&ctx, "parquet", &pq_rs);
+    let base_secs = v["secs"].as_f64().unwrap();
+    let base_bytes = disk_bytes(&pq_rs);
+    writes.push(WriteRow {
+        store: "flat Parquet, parquet crate (baseline)".into(),
+        secs: base_secs,
+        peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
+        bytes: base_bytes,
+    });
+    let mut full_rows: Vec<(String, (f64, u64, f64, u64))> = Vec::new();
+    // pyarrow reading the whole baseline file (reference for the full reads).
+    if ctx.python {
+        let md = parquet::file::reader::FileReader::metadata(
+            &parquet::file::serialized_reader::SerializedFileReader::new(
+                File::open(&pq_rs).unwrap(),
+            )
+            .unwrap(),
+        )
+        .clone();
+        let groups: Vec<usize> = (0..md.num_row_groups()).collect();
+        let cols: Vec<String> = md
+            .file_metadata()
+            .schema_descr()
+            .root_schema()
+            .get_fields()
+            .iter()
+            .map(|f| f.name().to_string())
+            .collect();
+        let item = json!([{"path": "", "row_groups": groups, "columns": cols}]);
+        let py = py_read(
+            &ctx,
+            &pq_rs,
+            json!([{"kind": "full read", "items": [item]}]),
+            true,
+        );
+        full_rows.push((
+            "flat Parquet baseline file (input order)".into(),
+            (
+                f64::NAN,
+                0,
+                py_median(&py, "full read", "threads"),
+                py.as_ref()
+                    .and_then(|v| v["peak_rss_kb"].as_u64())
+                    .unwrap_or(0)
+                    * 1024,
+            ),
+        ));
+    }
+    remove(&pq_rs);
+
+    if ctx.python {
+        let pq_py = dir.join("flat-pyarrow.parquet");
+        let v = run_json(
+            Command::new("python3")
+                .arg(&ctx.script)
+                .arg("write")
+                .arg(&ctx.input)
+                .arg(&pq_py)
+                .arg(FLAT_ROW_GROUP.to_string()),
+        );
+        writes.push(WriteRow {
+            store: "flat Parquet, pyarrow.parquet.write_table".into(),
+            secs: v["secs"].as_f64().unwrap(),
+            peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
+            bytes: disk_bytes(&pq_py),
+        });
+        remove(&pq_py);
+    }
+
+    let mut reads: Vec<ReadRow> = Vec::new();
+    for (kind, label, name) in [
+        ("flat", "2.0 flat", "bench-2.0.chromdata.zarr"),
+        ("partitioned", "2.1 partitioned", "bench-2.1.chromdata.zarr"),
+        ("primary", "2.2 primary+coords", "bench-2.2.chromdata.zarr"),
+        ("primary", "2.2 primary+coords .cdz", "bench-2.2.cdz"),
+    ] {
+        let out = dir.join(name);
+        let v = child_write_run(&ctx, kind, &out);
+        assert_eq!(v["rows"].as_u64(), Some(a.spots));
+        writes.push(WriteRow {
+            store: format!("{label} (ours, streaming)"),
+            secs: v["secs"].as_f64().unwrap(),
+            peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
+            bytes: disk_bytes(&out),
+        });
+        let (r, full) = bench_reads(&ctx, label, &out, &traces, &cells, &chroms);
+        reads.extend(r);
+        full_rows.push((label.to_string(), full));
+        remove(&out);
+    }
+    let load_after = shell("uptime");
+
+    println!("### ChromData: writing\n");
+    println!(
+        "Time from the first IPC batch read to the file closed (streaming from the IPC file; \
+         reading it alone takes {}); peak RSS = VmHWM of the writing process (the pyarrow row: \
+         of the Python process, which holds the whole table in memory and times write_table only).\n",
+        secs(input_secs)
+    );
+    println!("| store | write time | vs parquet crate | peak RSS | size on disk | size vs parquet crate |");
+    println!("|---|---|---|---|---|---|");
+    for w in &writes {
+        println!(
+            "| {} | {} | {} | {} | {} | {} |",
+            w.store,
+            secs(w.secs),
+            ratio(w.secs, base_secs),
+            mb(w.peak as f64),
+            mb(w.bytes as f64),
+            ratio(w.bytes as f64, base_bytes as f64)
+        );
+    }
+    if !ctx.python {
+        println!("\npyarrow is missing (python3 -c 'import pyarrow' failed): no pyarrow rows.");
+    }
+
+    println!("\n### ChromData: reading\n");
+    println!(
+        "Median per query ({} random traces, {} random cells, each of the {} chromosomes); one \
+         fresh handle per query kind; warm page cache. pyarrow reads exactly the same row groups \
+         and columns of the same files (ParquetFile.read_row_groups, files opened beforehand), \
+         with use_threads=True and False; ours also decodes categories and assembles one batch \
+         in canonical order. Row groups are summed over the n queries (ours can be lower: its \
+         per-file cache of the last two decoded groups serves a later query of the same handle). \
+         Open: ours reads metadata, index arrays, small tables and every \
+         footer; pyarrow parses the same footers and reads the small tables. Full read: ours in \
+         a fresh process, after open.\n",
+        a.traces, a.cells, a.chroms
+    );
+    println!("| store | query | n | row groups: ours decoded / pyarrow read | ours | pyarrow (threads) | ours / pyarrow | pyarrow (1 thread) | ours / pyarrow 1 thread |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for r in &reads {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.store,
+            r.kind,
+            r.n,
+            r.groups,
+            secs(r.ours),
+            secs(r.py),
+            ratio(r.ours, r.py),
+            secs(r.py1),
+            ratio(r.ours, r.py1)
+        );
+    }
+    println!("\n#### Full read: time and peak memory (each in a fresh process)\n");
+    println!("| store | ours: read_spots | ours: peak RSS | pyarrow: same reads | pyarrow: peak RSS | peak ours / pyarrow |");
+    println!("|---|---|---|---|---|---|");
+    for (label, (s_ours, p_ours, s_py, p_py)) in &full_rows {
+        let pm = |p: u64| {
+            if p == 0 {
+                "n/a".to_string()
+            } else {
+                mb(p as f64)
+            }
+        };
+        println!(
+            "| {label} | {} | {} | {} | {} | {} |",
+            secs(*s_ours),
+            pm(*p_ours),
+            secs(*s_py),
+            pm(*p_py),
+            if *p_ours == 0 || *p_py == 0 {
+                "n/a".into()
+            } else {
+                ratio(*p_ours as f64, *p_py as f64)
+            }
+        );
+    }
+    println!("\nLoad before: `{load_before}`; after: `{load_after}`.");
+
+    if a.keep {
+        eprintln!("kept {}", dir.display());
+    } else {
+        remove(&dir);
+    }
+}
