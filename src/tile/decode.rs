@@ -12,7 +12,7 @@ use crate::pool;
 use super::exceptions::{apply_gap_exceptions, apply_value_exceptions, read_exceptions};
 use super::header::ChunkEntry;
 use super::inspect::{StreamKind, Tile};
-use super::kernels;
+use super::kernels::{self, CellError};
 
 /// Where decoded counts go: int32 or float32 (exact up to 2^24).
 pub enum ValuesOut<'a> {
@@ -191,35 +191,6 @@ fn decompress_exact(
     }
 }
 
-/// Gene indices strictly increase within a cell: a gap of 0 is allowed only as a cell's
-/// first (its first gene may be gene 0).
-fn check_gaps_increase(
-    c: usize,
-    e: &ChunkEntry,
-    bounds: &[i64],
-    lo: &[u8],
-    hi: &[u8],
-) -> Result<()> {
-    let base = e.nnz_lo as i64;
-    let mut k = 0usize; // cell (index into bounds) holding the zero gap
-    let mut from = 0;
-    while let Some(p) = kernels::find_zero_u16(lo, hi, from) {
-        while bounds[k + 1] - base <= p as i64 {
-            k += 1;
-        }
-        if bounds[k] - base != p as i64 {
-            return Err(Error::format(format!(
-                "chunk {c}: gaps frame at byte {}: cell {}: gap 0 at nonzero {} repeats a gene (indices must strictly increase)",
-                e.gaps.off,
-                e.cell_lo as usize + k,
-                e.nnz_lo as usize + p
-            )));
-        }
-        from = p + 1;
-    }
-    Ok(())
-}
-
 fn decode_chunk(
     tile: &Tile<'_>,
     c: usize,
@@ -248,15 +219,26 @@ fn decode_chunk(
     )?;
     let (lo, hi) = s.planes.split_at(n);
     let bounds = &indptr[e.cell_lo as usize..=e.cell_hi as usize];
-    if let Err((k, last)) =
-        kernels::prefix_sum_cells(indices, lo, hi, bounds, base, n_genes, stream)
-    {
-        return Err(Error::format(format!(
-            "chunk {c}: cell {}: gene index {last} >= n_genes {n_genes}",
-            e.cell_lo as usize + k
-        )));
+    match kernels::prefix_sum_cells(indices, lo, hi, bounds, base, n_genes, stream) {
+        Ok(()) => {}
+        Err(CellError::GeneRange { k, last }) => {
+            return Err(Error::format(format!(
+                "chunk {c}: cell {}: gene index {last} >= n_genes {n_genes}",
+                e.cell_lo as usize + k
+            )))
+        }
+        Err(CellError::RepeatedGene { k }) => {
+            // Rare: find the position for the message. The cell's first gap may be 0.
+            let a = (bounds[k] - base) as usize;
+            let p = kernels::find_zero_u16(lo, hi, a + 1).unwrap_or(a);
+            return Err(Error::format(format!(
+                "chunk {c}: gaps frame at byte {}: cell {}: gap 0 at nonzero {} repeats a gene (indices must strictly increase)",
+                e.gaps.off,
+                e.cell_lo as usize + k,
+                e.nnz_lo as usize + p
+            )));
+        }
     }
-    check_gaps_increase(c, e, bounds, lo, hi)?;
     if e.gexc.len > 0 {
         let exc = read_exceptions(&mut s.dctx, tile, c, StreamKind::Gexc, e, &mut s.exceptions)?;
         apply_gap_exceptions(c, e, indptr, lo, hi, &exc, indices, n_genes)?;
@@ -273,19 +255,20 @@ fn decode_chunk(
         2 * n,
     )?;
     let (lo, hi) = s.planes.split_at(n);
-    if let Some(p) = kernels::find_zero_u16(lo, hi, 0) {
+    let zero_count = match &mut values {
+        ValuesOut::I32(v) => kernels::planes_to_i32(v, lo, hi, stream),
+        ValuesOut::F32(v) => kernels::planes_to_f32(v, lo, hi, stream),
+    };
+    if stream {
+        kernels::store_fence();
+    }
+    if zero_count {
+        let p = kernels::find_zero_u16(lo, hi, 0).unwrap_or(0);
         return Err(Error::format(format!(
             "chunk {c}: vals frame at byte {}: count 0 at nonzero {} (zeros are never stored)",
             e.vals.off,
             e.nnz_lo as usize + p
         )));
-    }
-    match &mut values {
-        ValuesOut::I32(v) => kernels::planes_to_i32(v, lo, hi, stream),
-        ValuesOut::F32(v) => kernels::planes_to_f32(v, lo, hi, stream),
-    }
-    if stream {
-        kernels::store_fence();
     }
     if e.vexc.len > 0 {
         let exc = read_exceptions(&mut s.dctx, tile, c, StreamKind::Vexc, e, &mut s.exceptions)?;

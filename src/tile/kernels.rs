@@ -8,9 +8,10 @@
 pub const STREAM_STORE_MIN_BYTES: usize = 1 << 20;
 
 /// Gene indices of one cell from its gap planes: `out[i] = sum(gaps[..=i])`. Returns the
-/// last (largest) index, computed without wrap-around.
+/// last (largest) index, computed without wrap-around, and whether a gap after the first is
+/// 0 (a repeated gene: indices must strictly increase).
 #[inline]
-pub fn prefix_sum_gaps(out: &mut [i32], lo: &[u8], hi: &[u8], stream: bool) -> u64 {
+pub fn prefix_sum_gaps(out: &mut [i32], lo: &[u8], hi: &[u8], stream: bool) -> (u64, bool) {
     assert!(lo.len() == out.len() && hi.len() == out.len());
     #[cfg(target_arch = "x86_64")]
     {
@@ -27,7 +28,23 @@ pub fn prefix_sum_gaps(out: &mut [i32], lo: &[u8], hi: &[u8], stream: bool) -> u
         }
     }
     let _ = stream;
-    prefix_sum_scalar(out, lo, hi, 0)
+    let last = prefix_sum_scalar(out, lo, hi, 0);
+    (last, zero_after_first(lo, hi, 0, out.len()))
+}
+
+/// Whether a uint16 at a position in `from..to`, other than position 0, is 0.
+#[inline]
+fn zero_after_first(lo: &[u8], hi: &[u8], from: usize, to: usize) -> bool {
+    (from.max(1)..to).any(|j| lo[j] | hi[j] == 0)
+}
+
+/// A cell of a chunk that breaks a rule (`k` indexes the cell bounds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CellError {
+    /// The cell's last gene index reaches `n_genes`.
+    GeneRange { k: usize, last: u64 },
+    /// A gap after the cell's first is 0: a gene repeats.
+    RepeatedGene { k: usize },
 }
 
 /// Gene indices of all cells of a chunk: `bounds` are the cells' start offsets into the
@@ -45,7 +62,7 @@ pub fn prefix_sum_cells(
     base: i64,
     n_genes: u64,
     stream: bool,
-) -> Result<(), (usize, u64)> {
+) -> Result<(), CellError> {
     let n = out.len();
     assert!(lo.len() == n && hi.len() == n);
     for k in 0..bounds.len().saturating_sub(1) {
@@ -55,25 +72,31 @@ pub fn prefix_sum_cells(
         }
         let len = b - a;
         let blocks_end = a + len.div_ceil(8) * 8;
-        let last = if cfg!(target_arch = "x86_64") && !stream && len <= 65_537 && blocks_end <= n {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: out/lo/hi[a..blocks_end] are in bounds (blocks_end <= n); a cell of at
-            // most 65537 gaps sums below 2^32.
-            unsafe {
-                sse2::prefix_sum_blocks(
-                    out.as_mut_ptr().add(a),
-                    lo.as_ptr().add(a),
-                    hi.as_ptr().add(a),
-                    len.div_ceil(8),
-                );
-            }
-            out[b - 1] as u32 as u64
-        } else {
-            prefix_sum_gaps(&mut out[a..b], &lo[a..b], &hi[a..b], stream)
-        };
+        let (last, repeat) =
+            if cfg!(target_arch = "x86_64") && !stream && len <= 65_537 && blocks_end <= n {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: out/lo/hi[a..blocks_end] are in bounds (blocks_end <= n); a cell of
+                // at most 65537 gaps sums below 2^32.
+                let repeat = unsafe {
+                    sse2::prefix_sum_blocks(
+                        out.as_mut_ptr().add(a),
+                        lo.as_ptr().add(a),
+                        hi.as_ptr().add(a),
+                        len,
+                    )
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let repeat = false;
+                (out[b - 1] as u32 as u64, repeat)
+            } else {
+                prefix_sum_gaps(&mut out[a..b], &lo[a..b], &hi[a..b], stream)
+            };
+        if repeat {
+            return Err(CellError::RepeatedGene { k });
+        }
         // Indices only grow within a cell, so checking the last one bounds them all.
         if last >= n_genes {
-            return Err((k, last));
+            return Err(CellError::GeneRange { k, last });
         }
     }
     Ok(())
@@ -89,52 +112,58 @@ fn prefix_sum_scalar(out: &mut [i32], lo: &[u8], hi: &[u8], start: u64) -> u64 {
     acc
 }
 
-/// `out[i] = lo[i] | hi[i] << 8` as int32.
+/// `out[i] = lo[i] | hi[i] << 8` as int32. Returns whether any value is 0.
 #[inline]
-pub fn planes_to_i32(out: &mut [i32], lo: &[u8], hi: &[u8], stream: bool) {
+pub fn planes_to_i32(out: &mut [i32], lo: &[u8], hi: &[u8], stream: bool) -> bool {
     assert!(lo.len() == out.len() && hi.len() == out.len());
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: SSE2 baseline; equal lengths asserted.
-        unsafe {
-            if stream {
-                sse2::planes::<true, false>(out.as_mut_ptr().cast(), out.len(), lo, hi)
-            } else {
-                sse2::planes::<false, false>(out.as_mut_ptr().cast(), out.len(), lo, hi)
-            }
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = stream;
-        for ((o, &l), &h) in out.iter_mut().zip(lo).zip(hi) {
-            *o = (l as u16 | (h as u16) << 8) as i32;
-        }
-    }
+    // SAFETY: `out` holds out.len() writable 4-byte elements; the plane lengths are equal.
+    unsafe { planes_to_bits::<false>(out.as_mut_ptr().cast(), out.len(), lo, hi, stream) }
 }
 
-/// `out[i] = lo[i] | hi[i] << 8` as float32 (exact: below 2^16).
+/// `out[i] = lo[i] | hi[i] << 8` as float32 (exact: below 2^16). Returns whether any value
+/// is 0.
 #[inline]
-pub fn planes_to_f32(out: &mut [f32], lo: &[u8], hi: &[u8], stream: bool) {
+pub fn planes_to_f32(out: &mut [f32], lo: &[u8], hi: &[u8], stream: bool) -> bool {
     assert!(lo.len() == out.len() && hi.len() == out.len());
+    // SAFETY: `out` holds out.len() writable 4-byte elements; the plane lengths are equal.
+    unsafe { planes_to_bits::<true>(out.as_mut_ptr().cast(), out.len(), lo, hi, stream) }
+}
+
+/// The bits of int32 (or, with FLOAT, float32) values from the planes.
+///
+/// # Safety
+/// `out` is valid for `n` 4-byte writes; `lo` and `hi` have length `n`.
+#[inline]
+unsafe fn planes_to_bits<const FLOAT: bool>(
+    out: *mut u32,
+    n: usize,
+    lo: &[u8],
+    hi: &[u8],
+    stream: bool,
+) -> bool {
     #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: SSE2 baseline; equal lengths asserted.
-        unsafe {
-            if stream {
-                sse2::planes::<true, true>(out.as_mut_ptr().cast(), out.len(), lo, hi)
-            } else {
-                sse2::planes::<false, true>(out.as_mut_ptr().cast(), out.len(), lo, hi)
-            }
+    // SAFETY: SSE2 baseline; forwarded caller guarantee.
+    let any_zero = unsafe {
+        if stream {
+            sse2::planes::<true, FLOAT>(out, n, lo, hi)
+        } else {
+            sse2::planes::<false, FLOAT>(out, n, lo, hi)
         }
-    }
+    };
     #[cfg(not(target_arch = "x86_64"))]
-    {
+    let any_zero = {
         let _ = stream;
-        for ((o, &l), &h) in out.iter_mut().zip(lo).zip(hi) {
-            *o = (l as u16 | (h as u16) << 8) as f32;
+        let mut zero = false;
+        for i in 0..n {
+            let v = lo[i] as u32 | (hi[i] as u32) << 8;
+            let bits = if FLOAT { (v as f32).to_bits() } else { v };
+            // SAFETY: i < n (caller guarantee).
+            unsafe { out.add(i).write_unaligned(bits) };
+            zero |= v == 0;
         }
-    }
+        zero
+    };
+    any_zero
 }
 
 /// The first position `>= from` whose uint16 (`lo[i] | hi[i] << 8`) is 0, if any. Zeros are
@@ -206,20 +235,34 @@ mod sse2 {
     /// # Safety
     /// `lo`, `hi` and `out` have equal lengths; the sum of a cell's gaps is below 2^32.
     #[inline]
-    pub unsafe fn prefix_sum<const STREAM: bool>(out: &mut [i32], lo: &[u8], hi: &[u8]) -> u64 {
+    pub unsafe fn prefix_sum<const STREAM: bool>(
+        out: &mut [i32],
+        lo: &[u8],
+        hi: &[u8],
+    ) -> (u64, bool) {
         let n = out.len();
         let start = head::<STREAM>(out.as_ptr().cast(), n);
         let mut acc = super::prefix_sum_scalar(&mut out[..start], &lo[..start], &hi[..start], 0);
+        let mut repeat = super::zero_after_first(lo, hi, 0, start);
         let mut i = start;
         // SAFETY: each iteration reads lo/hi[i..i + 8] and writes out[i..i + 8] with
         // i + 8 <= n; with STREAM, out + i is 16-byte aligned (i advances by 8 int32).
         unsafe {
             let zero = _mm_setzero_si128();
             let mut carry = _mm_set1_epi32(acc as i32);
+            // Zero gaps seen; the cell's first gap (position 0) may be 0 and is masked out.
+            let mut zeros = zero;
+            let mut first = if start == 0 {
+                _mm_cvtsi32_si128(1)
+            } else {
+                zero
+            };
             while i + 8 <= n {
                 let l = _mm_loadl_epi64(lo.as_ptr().add(i).cast());
                 let h = _mm_loadl_epi64(hi.as_ptr().add(i).cast());
                 let gaps = _mm_unpacklo_epi8(l, h);
+                zeros = _mm_or_si128(zeros, _mm_cmpeq_epi16(_mm_or_si128(gaps, first), zero));
+                first = zero;
                 let mut a = _mm_unpacklo_epi16(gaps, zero);
                 let mut b = _mm_unpackhi_epi16(gaps, zero);
                 a = _mm_add_epi32(a, _mm_slli_si128(a, 4));
@@ -234,26 +277,52 @@ mod sse2 {
                 i += 8;
             }
             acc = _mm_cvtsi128_si32(carry) as u32 as u64;
+            repeat |= _mm_movemask_epi8(zeros) != 0;
         }
-        super::prefix_sum_scalar(&mut out[i..], &lo[i..], &hi[i..], acc)
+        repeat |= super::zero_after_first(lo, hi, i, n);
+        (
+            super::prefix_sum_scalar(&mut out[i..], &lo[i..], &hi[i..], acc),
+            repeat,
+        )
     }
 
-    /// `blocks` blocks of eight gaps from the given positions, with a running total that
-    /// starts at 0 (see `super::prefix_sum_cells`).
+    /// The gaps of one cell of `len` nonzeros in whole blocks of eight from the given
+    /// positions (the last block runs past the cell), with a running total that starts at 0
+    /// (see `super::prefix_sum_cells`). Returns whether a gap after the cell's first is 0.
     ///
     /// # Safety
-    /// `out`, `lo`, `hi` are valid for `8 * blocks` elements; their sum is below 2^32.
+    /// `out`, `lo`, `hi` are valid for `8 * ceil(len / 8)` elements; the cell's gaps sum
+    /// below 2^32; `len >= 1`.
     #[inline]
-    pub unsafe fn prefix_sum_blocks(out: *mut i32, lo: *const u8, hi: *const u8, blocks: usize) {
+    pub unsafe fn prefix_sum_blocks(
+        out: *mut i32,
+        lo: *const u8,
+        hi: *const u8,
+        len: usize,
+    ) -> bool {
+        let blocks = len.div_ceil(8);
         // SAFETY: block j reads lo/hi[8j..8j + 8] and writes out[8j..8j + 8], j < blocks.
         unsafe {
             let zero = _mm_setzero_si128();
             let mut carry = zero;
+            let mut zeros = zero;
+            // Lanes not checked for zero gaps: the cell's first (it may be gene 0), and in the
+            // last block the lanes past the cell (they belong to the next cell).
+            let mut skip = _mm_cvtsi32_si128(1);
+            let past_end = _mm_cmpgt_epi16(
+                _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7),
+                _mm_set1_epi16((len - 8 * (blocks - 1)) as i16 - 1),
+            );
             for j in 0..blocks {
                 let i = 8 * j;
                 let l = _mm_loadl_epi64(lo.add(i).cast());
                 let h = _mm_loadl_epi64(hi.add(i).cast());
                 let gaps = _mm_unpacklo_epi8(l, h);
+                if j + 1 == blocks {
+                    skip = _mm_or_si128(skip, past_end);
+                }
+                zeros = _mm_or_si128(zeros, _mm_cmpeq_epi16(_mm_or_si128(gaps, skip), zero));
+                skip = zero;
                 let mut a = _mm_unpacklo_epi16(gaps, zero);
                 let mut b = _mm_unpackhi_epi16(gaps, zero);
                 a = _mm_add_epi32(a, _mm_slli_si128(a, 4));
@@ -266,6 +335,7 @@ mod sse2 {
                 _mm_storeu_si128(out.add(i).cast(), a);
                 _mm_storeu_si128(out.add(i + 4).cast(), b);
             }
+            _mm_movemask_epi8(zeros) != 0
         }
     }
 
@@ -280,23 +350,26 @@ mod sse2 {
         n: usize,
         lo: &[u8],
         hi: &[u8],
-    ) {
+    ) -> bool {
         let one = |o: *mut u32, l: u8, h: u8| {
             let v = l as u32 | (h as u32) << 8;
             let bits = if FLOAT { (v as f32).to_bits() } else { v };
             // SAFETY: o is within out[..n] (callers below).
             unsafe { o.write_unaligned(bits) }
         };
+        let mut any_zero = false;
         let start = head::<STREAM>(out.cast(), n);
         for i in 0..start {
             // SAFETY: i < start <= n.
             one(unsafe { out.add(i) }, lo[i], hi[i]);
+            any_zero |= lo[i] | hi[i] == 0;
         }
         let mut i = start;
         // SAFETY: each iteration reads lo/hi[i..i + 16] and writes out[i..i + 16] with
         // i + 16 <= n; with STREAM, out + i is 16-byte aligned.
         unsafe {
             let zero = _mm_setzero_si128();
+            let mut zeros = zero;
             let conv = |v: __m128i| {
                 if FLOAT {
                     _mm_castps_si128(_mm_cvtepi32_ps(v))
@@ -307,6 +380,7 @@ mod sse2 {
             while i + 16 <= n {
                 let l = _mm_loadu_si128(lo.as_ptr().add(i).cast());
                 let h = _mm_loadu_si128(hi.as_ptr().add(i).cast());
+                zeros = _mm_or_si128(zeros, _mm_cmpeq_epi8(_mm_or_si128(l, h), zero));
                 let w0 = _mm_unpacklo_epi8(l, h);
                 let w1 = _mm_unpackhi_epi8(l, h);
                 let p = out.add(i).cast::<__m128i>();
@@ -316,11 +390,14 @@ mod sse2 {
                 store::<STREAM>(p.add(3), conv(_mm_unpackhi_epi16(w1, zero)));
                 i += 16;
             }
+            any_zero |= _mm_movemask_epi8(zeros) != 0;
         }
         for j in i..n {
             // SAFETY: j < n.
             one(unsafe { out.add(j) }, lo[j], hi[j]);
+            any_zero |= lo[j] | hi[j] == 0;
         }
+        any_zero
     }
 }
 
@@ -351,13 +428,17 @@ mod tests {
                     .collect();
                 for stream in [false, true] {
                     let mut buf = vec![0i32; n + 4];
-                    let last = prefix_sum_gaps(&mut buf[offset..offset + n], &lo, &hi, stream);
+                    let (last, repeat) =
+                        prefix_sum_gaps(&mut buf[offset..offset + n], &lo, &hi, stream);
                     assert_eq!(&buf[offset..offset + n], &expect_sum[..]);
                     assert_eq!(last, expect_sum.last().map_or(0, |&x| x as u64));
+                    // vals[0] is 0: allowed as a cell's first gap, but a zero count.
+                    assert!(!repeat);
                     let mut ibuf = vec![0i32; n + 4];
-                    planes_to_i32(&mut ibuf[offset..offset + n], &lo, &hi, stream);
+                    let zi = planes_to_i32(&mut ibuf[offset..offset + n], &lo, &hi, stream);
                     let mut fbuf = vec![0f32; n + 4];
-                    planes_to_f32(&mut fbuf[offset..offset + n], &lo, &hi, stream);
+                    let zf = planes_to_f32(&mut fbuf[offset..offset + n], &lo, &hi, stream);
+                    assert_eq!((zi, zf), (n > 0, n > 0));
                     store_fence();
                     for i in 0..n {
                         assert_eq!(ibuf[offset + i], vals[i] as i32);
@@ -405,7 +486,7 @@ mod tests {
         });
         if smaller_before {
             let e = prefix_sum_cells(&mut out, &lo, &hi, &bounds, base, limit, false).unwrap_err();
-            assert_eq!(e, (k, limit));
+            assert_eq!(e, CellError::GeneRange { k, last: limit });
         }
     }
 
@@ -424,12 +505,46 @@ mod tests {
         }
     }
 
+    /// A zero gap after a cell's first is found at every position, in every path (whole
+    /// blocks running past the cell, per-cell with scalar head/tail, streaming); zero gaps
+    /// at cells' first positions (also in the lanes a block runs past its cell) are not.
+    #[test]
+    fn repeated_genes_are_found_and_first_gaps_of_0_are_not() {
+        for len in 1..40usize {
+            for z in 0..len {
+                // Cell k = 1 of len gaps, between two cells whose gaps are all 0-first.
+                let lens = [3usize, len, 9];
+                let base = 0i64;
+                let bounds: Vec<i64> = [0, 3, 3 + len as i64, 12 + len as i64].to_vec();
+                let n = lens.iter().sum::<usize>();
+                let mut v = vec![1u16; n];
+                v[0] = 0; // first gap of cell 0
+                v[3 + len] = 0; // first gap of cell 2, inside cell 1's overshoot block
+                v[3 + z] = 0; // cell 1: position z
+                let (lo, hi) = planes(&v);
+                for stream in [false, true] {
+                    let mut out = vec![0i32; n];
+                    let r = prefix_sum_cells(&mut out, &lo, &hi, &bounds, base, 1 << 31, stream);
+                    if z == 0 {
+                        assert_eq!(r, Ok(()), "len {len} z {z}");
+                    } else {
+                        assert_eq!(r, Err(CellError::RepeatedGene { k: 1 }), "len {len} z {z}");
+                    }
+                    let mut one = vec![0i32; len];
+                    let (_, repeat) =
+                        prefix_sum_gaps(&mut one, &lo[3..3 + len], &hi[3..3 + len], stream);
+                    assert_eq!(repeat, z > 0, "len {len} z {z} stream {stream}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn long_cells_fall_back_to_64_bit_sums() {
         let n = 70_000;
         let (lo, hi) = planes(&vec![65_535u16; n]);
         let mut out = vec![0i32; n];
-        let last = prefix_sum_gaps(&mut out, &lo, &hi, false);
-        assert_eq!(last, 65_535 * n as u64);
+        let (last, repeat) = prefix_sum_gaps(&mut out, &lo, &hi, false);
+        assert_eq!((last, repeat), (65_535 * n as u64, false));
     }
 }
