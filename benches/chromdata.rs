@@ -268,6 +268,7 @@ fn child_write(v: &[String]) {
     );
     let t = Instant::now();
     let batches = read_ipc(input);
+    let mut spill = None;
     let rows = match kind {
         "input" => batches.map(|b| b.unwrap().num_rows()).sum::<usize>(),
         "parquet" => {
@@ -317,13 +318,16 @@ fn child_write(v: &[String]) {
                 w.append(b).unwrap();
             }
             w.finish().unwrap();
+            spill = Some((w.runs_spilled(), w.merge_passes()));
             n
         }
     };
     let secs = t.elapsed().as_secs_f64();
+    let (runs, passes) = spill.unwrap_or((0, 0));
     println!(
         "{}",
-        json!({"secs": secs, "rows": rows, "peak_rss_kb": vm_hwm_kb()})
+        json!({"secs": secs, "rows": rows, "peak_rss_kb": vm_hwm_kb(),
+               "runs_spilled": runs, "merge_passes": passes})
     );
 }
 
@@ -851,7 +855,7 @@ fn main() {
         );
     }
     if !ctx.python {
-        println!("\npyarrow is missing (python3 -c 'import pyarrow' failed): no pyarrow rows.");
+        println!("\nNo pyarrow rows (--no-python, or python3 -c 'import pyarrow' failed).");
     }
 
     println!("\n### ChromData: reading\n");

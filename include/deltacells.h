@@ -219,8 +219,13 @@ typedef int32_t dc_writer_param;
 #define DC_LAYOUT_PRIMARY_COORDS 2
 
 /**
- * Bytes of memory for buffering before sorted runs are spilled (>= 1 MiB; 0 = default,
- * half of the available RAM). Before finish.
+ * Bytes of memory the writer may use in all (>= 1 MiB; 0 = default, half of the
+ * available RAM): unsorted spots, sorting, the merge and the Parquet writers share it,
+ * after the per-trace index (about 100 bytes per (cell, trace, chromosome) triple). A
+ * smaller budget means more spilled runs, more merge passes and, below what one default
+ * row group of the widest file needs, smaller row groups (recorded in the store). The
+ * caller's own batches are not counted, and each appended batch is converted in one
+ * piece: keep batches well below the budget. Before finish.
  */
 #define DC_CDW_MEMORY_BUDGET 0
 

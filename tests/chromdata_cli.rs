@@ -193,3 +193,119 @@ fn import_fofct_writes_every_layout() {
     assert!(!out.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A FOF-CT table of `n` spots in scrambled order (500 traces over 3 chromosomes).
+fn scrambled_fofct(n: usize) -> String {
+    let mut text = String::from(
+        "##FOF-CT_version=v0.1\n##columns=(Spot_ID, Trace_ID, X, Y, Z, Chrom, Chrom_Start, Chrom_End, Intensity)\n",
+    );
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for id in 0..n {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let r = x >> 33;
+        let chrom = ["chr1", "chr2", "chrX"][(r % 3) as usize];
+        let start = (r / 3 % 400) * 5_000;
+        text.push_str(&format!(
+            "{id},t{},{}.5,{}.25,{}.125,{chrom},{start},{},{}\n",
+            r / 1200 % 500,
+            r % 1000,
+            r % 777,
+            r % 555,
+            start + 5_000,
+            r % 97
+        ));
+    }
+    text
+}
+
+/// The writer's hidden temporary sibling in `dir`, if there is one.
+fn temp_sibling(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| deltacells::chromdata::is_temp_name(p))
+}
+
+#[test]
+fn killed_import_leaves_no_store_and_a_rerun_succeeds() {
+    let dir = std::env::temp_dir().join(format!("dc-cli-kill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let n = 150_000;
+    let table = dir.join("t.csv");
+    std::fs::write(&table, scrambled_fofct(n)).unwrap();
+    let out = dir.join("s.chromdata.zarr");
+    let args = |layout: &str| {
+        vec![
+            "chromdata".to_string(),
+            "import-fofct".to_string(),
+            table.to_str().unwrap().to_string(),
+            out.to_str().unwrap().to_string(),
+            "--layout".to_string(),
+            layout.to_string(),
+            "--memory-budget".to_string(),
+            "1048576".to_string(),
+        ]
+    };
+    // Kill once while runs are being spilled, once while finish writes the tables.
+    type Ready = fn(&std::path::Path) -> bool;
+    let stages: [(&str, &str, Ready); 2] = [
+        ("spilling", "flat", |t| {
+            std::fs::read_dir(t.join("_spill")).map_or(0, |r| r.count()) >= 2
+        }),
+        ("writing tables", "partitioned", |t| {
+            t.join("tables").exists()
+        }),
+    ];
+    for (stage, layout, ready) in stages {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+            .args(args(layout))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let tmp = loop {
+            if let Some(t) = temp_sibling(&dir) {
+                if ready(&t) {
+                    break t;
+                }
+            }
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{stage}: the import finished before it could be killed"
+            );
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(300),
+                "{stage}: never reached"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        };
+        child.kill().unwrap(); // SIGKILL: no destructor runs
+        child.wait().unwrap();
+        assert!(!out.exists(), "{stage}: a store exists after the kill");
+        assert!(ChromData::open(&out).is_err());
+        assert!(
+            ChromData::open(&tmp).is_err(),
+            "{stage}: the temporary sibling opens as a store"
+        );
+        // The stale sibling is left behind (nothing runs at a SIGKILL); remove it as a
+        // user would, so the next stage finds its own.
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+    // A rerun writes the store.
+    let (ok, _, err) = deltacells(
+        &args("primary+coords")
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>(),
+    );
+    assert!(ok, "{err}");
+    let cd = ChromData::open(&out).unwrap();
+    assert_eq!(cd.info().n_spots, n as u64);
+    assert!(temp_sibling(&dir).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1061,3 +1061,82 @@ fn read_plan_lists_the_row_groups_a_query_reads() {
         }
     }
 }
+
+/// Appends `s` in batches of `step` rows to a writer with `o`; `relayout` is set just before
+/// `finish` (after every run was spilled).
+fn write_in_steps(
+    path: &Path,
+    s: &Spots,
+    step: usize,
+    o: WriterOptions,
+    relayout: Option<Layout>,
+) -> ChromDataWriter {
+    let mut w = ChromDataWriter::create(path, o).unwrap();
+    let n = s.chrom.len();
+    for lo in (0..n).step_by(step) {
+        w.append(batch_of(s, lo, (lo + step).min(n))).unwrap();
+    }
+    if let Some(l) = relayout {
+        let mut o = w.options().clone();
+        o.layout = l;
+        w.set_options(o).unwrap();
+    }
+    w.finish().unwrap();
+    w
+}
+
+#[test]
+fn tiny_budget_merges_in_passes_with_the_same_bytes() {
+    let d = tmpdir("passes");
+    // ~25 runs under 1 MiB, more than the merge can hold a batch of at once.
+    let s = make_spots(40000, 17);
+    for (layout, short) in LAYOUTS {
+        let want_path = d.join(format!("want{short}.chromdata.zarr"));
+        write(&want_path, &s, &[], opts(layout));
+        let want = tree_bytes(&want_path);
+        let p = d.join(format!("tiny{short}.chromdata.zarr"));
+        let o = WriterOptions {
+            memory_budget: 1 << 20,
+            ..opts(layout)
+        };
+        let w = write_in_steps(&p, &s, 1000, o, None);
+        assert!(
+            w.runs_spilled() >= 3,
+            "{short}: {} runs spilled",
+            w.runs_spilled()
+        );
+        assert!(
+            w.merge_passes() >= 1,
+            "{short}: the merge of {} runs under 1 MiB took no intermediate pass",
+            w.runs_spilled()
+        );
+        assert!(want == tree_bytes(&p), "{short}: multi-pass merge differs");
+    }
+}
+
+#[test]
+fn layout_changed_after_spilling_gives_the_same_bytes() {
+    let d = tmpdir("relayout");
+    let s = make_spots(6000, 23);
+    let pairs = [
+        (Layout::Flat, Layout::Partitioned, "20-21"),
+        (Layout::Partitioned, Layout::PrimaryCoords, "21-22"),
+        (Layout::PrimaryCoords, Layout::Flat, "22-20"),
+    ];
+    for (first, last, name) in pairs {
+        let want_path = d.join(format!("want{name}.chromdata.zarr"));
+        write(&want_path, &s, &[], opts(last));
+        let p = d.join(format!("re{name}.chromdata.zarr"));
+        let o = WriterOptions {
+            memory_budget: 1 << 20,
+            ..opts(first)
+        };
+        let w = write_in_steps(&p, &s, 500, o, Some(last));
+        assert!(w.runs_spilled() >= 2, "{name}: nothing was spilled");
+        assert_eq!(ChromData::open(&p).unwrap().info().layout, last);
+        assert!(
+            tree_bytes(&want_path) == tree_bytes(&p),
+            "{name}: re-sorted runs give other bytes"
+        );
+    }
+}

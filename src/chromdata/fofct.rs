@@ -24,7 +24,7 @@ use arrow_schema::{DataType, Field, Schema};
 use super::{ChromDataWriter, WriterOptions};
 use crate::error::{Error, ErrorKind, Result};
 
-/// Rows per appended chunk.
+/// Rows per appended chunk (at most; fewer under small memory budgets).
 pub const CHUNK_ROWS: usize = 65536;
 
 const REQUIRED: [(&str, &str); 7] = [
@@ -77,6 +77,16 @@ pub fn import(
     let f = File::open(csv).map_err(|e| Error::io(csv, &e))?;
     let mut lines = BufReader::with_capacity(1 << 20, f);
     let mut header: Option<Vec<String>> = None;
+    // An eighth of the budget holds the chunk of parsed lines (about 64 bytes per field);
+    // the writer gets the rest, so the import as a whole stays within the budget.
+    let mut options = options;
+    let budget = match options.memory_budget {
+        0 => super::default_memory_budget(),
+        b => b,
+    };
+    options.memory_budget = (budget - budget / 8).max(1 << 20);
+    let chunk_bytes = budget / 8;
+    let mut chunk_rows = 0;
     let mut w = ChromDataWriter::create(out_path, options)?;
     let mut cols: Vec<Col> = Vec::new();
     let mut line_no = 0u64;
@@ -120,6 +130,10 @@ pub fn import(
             };
             cols = make_cols(&names, &disp, line_no)?;
         }
+        if chunk_rows == 0 {
+            chunk_rows =
+                ((chunk_bytes / (64 * cols.len().max(1) as u64)) as usize).clamp(256, CHUNK_ROWS);
+        }
         let fields: Vec<&str> = line.split(',').collect();
         if fields.len() != cols.len() {
             return Err(ferr(
@@ -132,7 +146,7 @@ pub fn import(
             c.values.push((!v.is_empty()).then(|| v.to_string()));
             c.lines.push(line_no);
         }
-        if cols[0].values.len() == CHUNK_ROWS {
+        if cols[0].values.len() >= chunk_rows {
             total += flush(&mut w, &mut cols, &disp)?;
         }
     }

@@ -248,6 +248,10 @@ pub(crate) struct ColState {
     /// Distinct strings (Str / DictStr), None once more than can be categorical.
     pub(crate) distinct_str: Option<HashSet<String>>,
     pub(crate) distinct_int: BTreeSet<i64>,
+    /// Bytes of the strings in `distinct_str`.
+    pub(crate) distinct_str_bytes: u64,
+    /// Bytes of all non-null string values (for row-size estimates).
+    pub(crate) str_value_bytes: u64,
     /// Derived detection per key: bin, cell, trace (extras only).
     pub(crate) detect: [Detect; 3],
 }
@@ -270,8 +274,29 @@ impl ColState {
             n_nonnull: 0,
             distinct_str: Some(HashSet::new()),
             distinct_int: BTreeSet::new(),
+            distinct_str_bytes: 0,
+            str_value_bytes: 0,
             detect: [d(), d(), d()],
         }
+    }
+
+    /// Heap bytes held by the distinct-value sets and detection slots (estimate: strings
+    /// inside slots are not counted).
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        let strs = self.distinct_str.as_ref().map_or(0, |s| {
+            (s.capacity() * (std::mem::size_of::<String>() + 1)) as u64 + self.distinct_str_bytes
+        });
+        let slots: u64 = self
+            .detect
+            .iter()
+            .map(|d| {
+                d.slots
+                    .as_ref()
+                    .map_or(0, |v| (v.capacity() * std::mem::size_of::<Slot>()) as u64)
+            })
+            .sum();
+        // A B-tree holds about 11 keys per 200-byte node when full, half that at worst.
+        strs + slots + 36 * self.distinct_int.len() as u64
     }
 
     /// Records a batch's spill array (kind already unified).
@@ -286,12 +311,18 @@ impl ColState {
                 } else {
                     STRING_CATEGORICAL_MAX
                 };
+                let sa = a.as_string::<i32>();
+                let first = sa.value_offsets().first().copied().unwrap_or(0);
+                let last = sa.value_offsets().last().copied().unwrap_or(0);
+                self.str_value_bytes += (last - first).max(0) as u64;
                 if let Some(set) = self.distinct_str.as_mut() {
                     for v in a.as_string::<i32>().iter().flatten() {
                         if !set.contains(v) {
                             set.insert(v.to_string());
+                            self.distinct_str_bytes += v.len() as u64;
                             if set.len() > cap.max(STRING_CATEGORICAL_MAX) && cap != usize::MAX {
                                 self.distinct_str = None;
+                                self.distinct_str_bytes = 0;
                                 break;
                             }
                         }

@@ -1,10 +1,18 @@
 //! The streaming ChromData writer (spec §16): spots arrive in any order, in batches of any
 //! size; each batch is normalised (loci → provisional bin ids, ids → provisional codes,
-//! columns → spill types) and buffered; when the buffer reaches a quarter of the memory
-//! budget it is sorted into canonical order and spilled as one *run* (an Arrow IPC file in
-//! the temporary directory). `finish` fixes the bins and the categories, merges the runs
-//! (k-way merge) into canonical order and writes the chosen layout (`wstore`), then moves
-//! the store into place atomically.
+//! columns → spill types) and buffered; when the buffer reaches its share of the memory
+//! budget it is sorted into the stored order of the layout (canonical order, or
+//! chromosome-major for the partitioned layout) and spilled as one *run* (an Arrow IPC
+//! file in the temporary directory). `finish` fixes the bins and the categories, merges
+//! the runs (k-way merge, in several passes when there are more runs than the budget
+//! lets the merge hold at once) and writes the chosen layout (`wstore`), then moves the
+//! store into place atomically.
+//!
+//! Memory: everything the writer holds grows either with the buffer (bounded by the
+//! budget) or with the index structures (distinct traces, cells, loci, (cell, trace,
+//! chromosome) triples, detection slots); the latter are measured after every append and
+//! the buffer shrinks by what they take, so the total stays within the budget as long as
+//! the index structures alone fit in it (about 100 bytes per triple).
 //!
 //! Everything is built in a hidden temporary sibling `.<name>.tmp-<pid>-<random>` of the
 //! target (the reader refuses to open such names), renamed into place by `finish`; a
@@ -19,8 +27,7 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{
-    Array, ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array,
-    UInt64Array,
+    Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
@@ -30,16 +37,37 @@ use super::wstore;
 use super::Layout;
 use crate::error::{Error, ErrorKind, Result};
 
-/// Rows per record batch in spill files (the merge holds one such batch per run).
-const SPILL_BATCH_ROWS: usize = 4096;
+/// Bytes per record batch in spill files (the merge holds about one such batch per run).
+const SPILL_BATCH_BYTES: u64 = 256 << 10;
+/// Share of the budget (after the index structures) the unsorted buffer may fill; sorting
+/// it adds 32 bytes per row of keys and one spill batch.
+const BUFFER_SHARE: f64 = 0.4;
+/// A last buffer this small (share of the available budget) is merged from memory.
+const IN_MEMORY_SHARE: f64 = 0.125;
+
+/// Rows per spill batch for rows of `row_bytes` bytes: about `SPILL_BATCH_BYTES`, less
+/// under small budgets (`available` bytes), so that the merge can hold a batch per run.
+pub(crate) fn spill_batch_rows(row_bytes: u64, available: u64) -> usize {
+    let bytes = SPILL_BATCH_BYTES.min(available / 64).max(16 << 10);
+    (bytes / row_bytes.max(1)).clamp(64, 4096) as usize
+}
+
+/// Bytes of a hash map's table (keys, values, control bytes), not counting heap data the
+/// entries own.
+fn map_bytes<K, V, S>(m: &HashMap<K, V, S>) -> u64 {
+    (m.capacity() * (std::mem::size_of::<(K, V)>() + 1)) as u64
+}
 /// Smallest accepted memory budget.
 const MIN_BUDGET: u64 = 1 << 20;
 
 /// Options of [`ChromDataWriter`].
 #[derive(Debug, Clone)]
 pub struct WriterOptions {
-    /// Bytes of memory the writer may use for buffering (0 = half of the available RAM,
-    /// read from /proc/meminfo; 1 GiB when that is unknown).
+    /// Bytes of memory the writer may use in all: buffering, sorting, merging and the
+    /// Parquet writers share it, after the index structures (0 = half of the available
+    /// RAM, read from /proc/meminfo; 1 GiB when that is unknown). When a default row
+    /// group would not fit, the writer lowers the row-group targets (recorded in the
+    /// store); explicit `row_group_size` / `coords_row_group_size` are kept.
     pub memory_budget: u64,
     /// Store x, y, z as float32 (default float64).
     pub coord_float32: bool,
@@ -90,9 +118,20 @@ pub(crate) struct IdMap {
     int_ids: HashMap<i64, u32>,
     pub(crate) strs: Vec<String>,
     pub(crate) int_vals: Vec<i64>,
+    /// Bytes of the distinct strings (each is held twice: list and lookup).
+    str_bytes: u64,
 }
 
 impl IdMap {
+    /// Heap bytes held (estimate).
+    fn heap_bytes(&self) -> u64 {
+        map_bytes(&self.str_ids)
+            + map_bytes(&self.int_ids)
+            + (self.strs.capacity() * std::mem::size_of::<String>()) as u64
+            + (self.int_vals.capacity() * 8) as u64
+            + 2 * self.str_bytes
+    }
+
     fn len(&self) -> usize {
         if self.ints == Some(true) {
             self.int_vals.len()
@@ -150,6 +189,7 @@ impl IdMap {
                         let id = self.strs.len() as u32;
                         self.str_ids.insert(v.to_string(), id);
                         self.strs.push(v.to_string());
+                        self.str_bytes += v.len() as u64;
                         id
                     }
                 };
@@ -209,10 +249,39 @@ struct DerivedBins {
     list: Vec<(u32, i64, i64)>,
 }
 
+/// Row order of a spill run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunOrder {
+    /// (cell, trace, chrom, bin, input row): flat and primary+coords.
+    Canonical,
+    /// (chrom, cell, trace, bin, input row): partitioned, partition after partition.
+    ChromMajor,
+}
+
+impl RunOrder {
+    pub(crate) fn of(layout: Layout) -> RunOrder {
+        if layout == Layout::Partitioned {
+            RunOrder::ChromMajor
+        } else {
+            RunOrder::Canonical
+        }
+    }
+}
+
 /// Where a spill run lives.
-pub(crate) enum RunSource {
+pub(crate) enum RunData {
     Mem(Vec<RecordBatch>),
     File(PathBuf),
+}
+
+/// One sorted run.
+pub(crate) struct RunSource {
+    pub(crate) data: RunData,
+    pub(crate) order: RunOrder,
+    /// Batches are already in final form (written by an intermediate merge pass).
+    pub(crate) finalized: bool,
+    /// Largest batch of the run, bytes.
+    pub(crate) batch_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,8 +313,13 @@ pub struct ChromDataWriter {
     rows: u64,
     buffer: Vec<RecordBatch>,
     buffer_bytes: u64,
+    buffer_rows: u64,
     runs: Vec<RunSource>,
     n_spilled: usize,
+    /// Largest bytes per row seen in a buffer.
+    row_bytes: u64,
+    /// Intermediate merge passes `finish` needed.
+    merge_passes: usize,
 }
 
 impl std::fmt::Debug for ChromDataWriter {
@@ -387,8 +461,11 @@ impl ChromDataWriter {
             rows: 0,
             buffer: Vec::new(),
             buffer_bytes: 0,
+            buffer_rows: 0,
             runs: Vec::new(),
             n_spilled: 0,
+            row_bytes: 1,
+            merge_passes: 0,
         };
         w.set_options(options)?;
         Ok(w)
@@ -430,6 +507,12 @@ impl ChromDataWriter {
     /// Sorted runs spilled to disk so far (a run still in memory is not counted).
     pub fn runs_spilled(&self) -> usize {
         self.n_spilled
+    }
+
+    /// Intermediate merge passes the last `finish` made (0 when the merge could hold a
+    /// batch of every run at once).
+    pub fn merge_passes(&self) -> usize {
+        self.merge_passes
     }
 
     fn check_open(&self, what: &str) -> Result<()> {
@@ -734,15 +817,58 @@ impl ChromDataWriter {
             }
             push(&format!("v{ci}"), arr);
         }
+        // Columns that share larger buffers (slices of the caller's batch, e.g. an IPC
+        // block) are copied: holding them would keep all of it alive, outside the count.
+        let columns = columns.into_iter().map(compact).collect();
         let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
             .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
         self.rows += n as u64;
         self.buffer_bytes += b.get_array_memory_size() as u64;
+        self.buffer_rows += n as u64;
         self.buffer.push(b);
-        if self.buffer_bytes >= self.budget / 4 {
+        // Sorting adds 32 bytes of keys per row.
+        if self.buffer_bytes + 32 * self.buffer_rows >= self.buffer_limit() {
             self.spill_buffer(true)?;
         }
         Ok(())
+    }
+
+    /// Heap bytes of everything that grows with the distinct traces, cells, loci and
+    /// (cell, trace, chrom) triples (estimate; the triples count twice because `finish`
+    /// turns them into the run plan).
+    pub fn index_bytes(&self) -> u64 {
+        let given = self.given_bins.as_ref().map_or(0, |g| {
+            g.table.get_array_memory_size() as u64
+                + g.lookup.as_ref().map_or(0, map_bytes)
+                + map_bytes(&g.chrom_lookup)
+                + 8 * g.rank.capacity() as u64
+        });
+        let d = &self.derived_bins;
+        let derived = d.chroms.heap_bytes()
+            + map_bytes(&d.loci)
+            + (d.list.capacity() * std::mem::size_of::<(u32, i64, i64)>()) as u64
+            // bin_final, ranks and the bins table at finish
+            + 40 * d.list.len() as u64;
+        let cols: u64 = self.cols.iter().map(|c| c.heap_bytes()).sum();
+        given
+            + derived
+            + self.traces.heap_bytes()
+            + self.cells.heap_bytes()
+            + 2 * map_bytes(&self.triples)
+            + cols
+    }
+
+    /// Bytes available to buffers, merge and Parquet writers: the budget less the index
+    /// structures (never below an eighth of the budget; past that the budget cannot be
+    /// kept, see the module documentation).
+    fn available(&self) -> u64 {
+        self.budget
+            .saturating_sub(self.index_bytes())
+            .max(self.budget / 8)
+    }
+
+    fn buffer_limit(&self) -> u64 {
+        (self.available() as f64 * BUFFER_SHARE) as u64
     }
 
     fn check_value_names(&self, fields: &[(usize, String)]) -> Result<()> {
@@ -772,52 +898,102 @@ impl ChromDataWriter {
         Ok(())
     }
 
-    /// Sorts the buffered batches into canonical order and spills them as one run (to a
-    /// file when `to_disk`, else kept in memory for the merge).
+    /// Sorts the buffered batches and spills them as one run (to a file when `to_disk`,
+    /// else kept in memory for the merge).
     fn spill_buffer(&mut self, to_disk: bool) -> Result<()> {
         if self.buffer.is_empty() {
             return Ok(());
         }
         let batches = std::mem::take(&mut self.buffer);
+        if let Some(per_row) = self.buffer_bytes.checked_div(self.buffer_rows) {
+            self.row_bytes = self.row_bytes.max(per_row);
+        }
         self.buffer_bytes = 0;
-        let batch = concat_spill(&batches)?;
-        drop(batches);
-        let sorted = self.sort_run(&batch)?;
-        drop(batch);
-        let pieces: Vec<RecordBatch> = (0..sorted.num_rows())
-            .step_by(SPILL_BATCH_ROWS)
-            .map(|s| sorted.slice(s, SPILL_BATCH_ROWS.min(sorted.num_rows() - s)))
+        self.buffer_rows = 0;
+        let order = RunOrder::of(self.opts.layout);
+        let run = self.sort_into_run(batches, order, to_disk)?;
+        self.runs.push(run);
+        Ok(())
+    }
+
+    /// Sorts `batches` (spill form) into `order` and writes them as a run of batches of
+    /// about `SPILL_BATCH_BYTES`, gathered straight from the inputs (no sorted copy of the
+    /// whole run is ever held).
+    fn sort_into_run(
+        &mut self,
+        batches: Vec<RecordBatch>,
+        order: RunOrder,
+        to_disk: bool,
+    ) -> Result<RunSource> {
+        let batches = unify_spill_types(batches)?;
+        let keys = self.run_keys(&batches, order)?;
+        let schema = batches[0].schema();
+        let rows_per = spill_batch_rows(self.row_bytes, self.available());
+        let columns: Vec<Vec<&dyn Array>> = (0..schema.fields().len())
+            .map(|c| batches.iter().map(|b| b.column(c).as_ref()).collect())
             .collect();
+        let piece = |ks: &[RunKey]| -> Result<RecordBatch> {
+            let idx: Vec<(usize, usize)> =
+                ks.iter().map(|k| (k.3 as usize, k.4 as usize)).collect();
+            let cols = columns
+                .iter()
+                .map(|arrays| arrow_select::interleave::interleave(arrays, &idx))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))?;
+            RecordBatch::try_new(schema.clone(), cols)
+                .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))
+        };
+        let mut batch_bytes = 0u64;
         if !to_disk {
-            self.runs.push(RunSource::Mem(pieces));
-            return Ok(());
+            let mut pieces = Vec::with_capacity(keys.len() / rows_per + 1);
+            for ks in keys.chunks(rows_per) {
+                let p = piece(ks)?;
+                batch_bytes = batch_bytes.max(p.get_array_memory_size() as u64);
+                pieces.push(p);
+            }
+            return Ok(RunSource {
+                data: RunData::Mem(pieces),
+                order,
+                finalized: false,
+                batch_bytes,
+            });
         }
         let path = self
             .tmp
             .join(wstore::SPILL_DIR)
-            .join(format!("run-{:06}.arrow", self.runs.len()));
+            .join(format!("run-{:06}.arrow", self.n_spilled));
         let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
         let ioerr = |e: arrow_schema::ArrowError| {
             Error::new(ErrorKind::Io, format!("{}: {e}", path.display()))
         };
-        let mut w = arrow_ipc::writer::FileWriter::try_new(BufWriter::new(f), &sorted.schema())
-            .map_err(ioerr)?;
-        for p in &pieces {
-            w.write(p).map_err(ioerr)?;
+        let mut w =
+            arrow_ipc::writer::FileWriter::try_new(BufWriter::new(f), &schema).map_err(ioerr)?;
+        for ks in keys.chunks(rows_per) {
+            let p = piece(ks)?;
+            batch_bytes = batch_bytes.max(p.get_array_memory_size() as u64);
+            w.write(&p).map_err(ioerr)?;
         }
         w.finish().map_err(ioerr)?;
-        self.runs.push(RunSource::File(path));
         self.n_spilled += 1;
-        Ok(())
+        Ok(RunSource {
+            data: RunData::File(path),
+            order,
+            finalized: false,
+            batch_bytes,
+        })
     }
 
-    /// The run sorted by (cell, trace, chrom, bin, input row), compared by value (so the
-    /// order agrees with the final sorted categories and bins).
-    fn sort_run(&self, b: &RecordBatch) -> Result<RecordBatch> {
+    /// Sort keys of the rows of `batches`: the order's key, then the input row. Compared by value (ranks), so the order agrees with the final sorted
+    /// categories and bins.
+    fn run_keys(&self, batches: &[RecordBatch], order: RunOrder) -> Result<Vec<RunKey>> {
         let cell_rank = self.cells.ranks();
         let trace_rank = self.traces.ranks();
-        let bin_rank: Vec<u32> = match &self.given_bins {
-            Some(g) => g.rank.clone(),
+        // Rank of each provisional bin in (chrom, bin) order, and its chromosome's rank.
+        let (bin_rank, chrom_rank): (Vec<u32>, Vec<u32>) = match &self.given_bins {
+            Some(g) => (
+                g.rank.clone(),
+                g.chrom_of_bin.iter().map(|&c| c as u32).collect(),
+            ),
             None => {
                 let d = &self.derived_bins;
                 let cr = d.chroms.ranks();
@@ -830,45 +1006,81 @@ impl ChromDataWriter {
                 for (r, &i) in order.iter().enumerate() {
                     rank[i as usize] = r as u32;
                 }
-                rank
+                let chrom = d.list.iter().map(|&(c, _, _)| cr[c as usize]).collect();
+                (rank, chrom)
             }
         };
-        let cells = b.column(0).as_primitive::<arrow_array::types::UInt32Type>();
-        let traces = b.column(1).as_primitive::<arrow_array::types::UInt32Type>();
-        let bins = b.column(2).as_primitive::<arrow_array::types::UInt32Type>();
         let has_cells = self.has_cells == Some(true);
-        let n = b.num_rows();
+        let n: usize = batches.iter().map(|b| b.num_rows()).sum();
         if n as u64 > u32::MAX as u64 {
             return Err(Error::limit("a run holds at most 2^32 rows"));
         }
-        let mut keys: Vec<(u32, u32, u32, u32)> = (0..n)
-            .map(|i| {
+        let mut keys: Vec<RunKey> = Vec::with_capacity(n);
+        for (bi, b) in batches.iter().enumerate() {
+            let cells = b.column(0).as_primitive::<arrow_array::types::UInt32Type>();
+            let traces = b.column(1).as_primitive::<arrow_array::types::UInt32Type>();
+            let bins = b.column(2).as_primitive::<arrow_array::types::UInt32Type>();
+            let input_rows = b.column(3).as_primitive::<arrow_array::types::UInt64Type>();
+            for i in 0..b.num_rows() {
                 let c = if has_cells {
                     cell_rank[cells.value(i) as usize]
                 } else {
                     0
                 };
-                (
-                    c,
-                    trace_rank[traces.value(i) as usize],
-                    bin_rank[bins.value(i) as usize],
-                    i as u32,
-                )
-            })
-            .collect();
+                let t = trace_rank[traces.value(i) as usize];
+                let bin = bins.value(i) as usize;
+                let k = match order {
+                    RunOrder::Canonical => (c as u64) << 32 | t as u64,
+                    RunOrder::ChromMajor => (chrom_rank[bin] as u64) << 32 | c as u64,
+                };
+                let k2 = match order {
+                    RunOrder::Canonical => (bin_rank[bin] as u64) << 32,
+                    RunOrder::ChromMajor => (t as u64) << 32 | bin_rank[bin] as u64,
+                };
+                keys.push(RunKey(k, k2, input_rows.value(i), bi as u32, i as u32));
+            }
+        }
+        let cmp = |a: &RunKey, b: &RunKey| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2));
         let threads = crate::pool::resolve_threads(self.opts.threads);
         if threads > 1 && n > 1 << 16 {
             let pool = crate::pool::pool(threads)?;
             pool.install(|| {
                 use rayon::slice::ParallelSliceMut;
-                keys.par_sort_unstable()
+                keys.par_sort_unstable_by(cmp)
             });
         } else {
-            keys.sort_unstable();
+            keys.sort_unstable_by(cmp);
         }
-        let idx = UInt32Array::from_iter_values(keys.iter().map(|k| k.3));
-        arrow_select::take::take_record_batch(b, &idx)
-            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))
+        Ok(keys)
+    }
+
+    /// Re-sorts a run spilled in another order (the layout changed after it was spilled);
+    /// one run at a time, so this needs no more memory than spilling it did.
+    fn resort_run(&mut self, run: RunSource, order: RunOrder) -> Result<RunSource> {
+        let to_disk = matches!(run.data, RunData::File(_));
+        let old = match &run.data {
+            RunData::File(p) => Some(p.clone()),
+            RunData::Mem(_) => None,
+        };
+        let mut reader = RunReader::open(run.data)?;
+        let mut batches = Vec::new();
+        while let Some(b) = reader.next_batch()? {
+            batches.push(b);
+        }
+        drop(reader);
+        if batches.is_empty() {
+            return Ok(RunSource {
+                data: RunData::Mem(batches),
+                order,
+                finalized: false,
+                batch_bytes: 0,
+            });
+        }
+        let r = self.sort_into_run(batches, order, to_disk)?;
+        if let Some(p) = old {
+            let _ = std::fs::remove_file(p);
+        }
+        Ok(r)
     }
 
     /// Writes the store and moves it into place. After success the writer is finished; after
@@ -893,9 +1105,21 @@ impl ChromDataWriter {
 
     fn finish_inner(&mut self) -> Result<()> {
         self.check_target()?;
-        // The last buffer stays in memory when nothing was spilled: no disk round trip.
-        let to_disk = !self.runs.is_empty();
+        // A small last buffer stays in memory when nothing was spilled: no disk round trip.
+        let to_disk = !self.runs.is_empty()
+            || (self.buffer_bytes as f64) > self.available() as f64 * IN_MEMORY_SHARE;
         self.spill_buffer(to_disk)?;
+        // Runs spilled before the layout changed are re-sorted into its order.
+        let order = RunOrder::of(self.opts.layout);
+        let runs = std::mem::take(&mut self.runs);
+        for run in runs {
+            let run = if run.order == order {
+                run
+            } else {
+                self.resort_run(run, order)?
+            };
+            self.runs.push(run);
+        }
         let has_cells = self.has_cells == Some(true);
         let has_coords = self.has_coords == Some(true);
         // Bins.
@@ -996,8 +1220,11 @@ impl ChromDataWriter {
             triples,
             runs: std::mem::take(&mut self.runs),
             overwrite: self.opts.overwrite,
+            available: self.available(),
+            row_bytes: self.row_bytes,
         };
-        wstore::write_store(input)
+        self.merge_passes = wstore::write_store(input)?;
+        Ok(())
     }
 }
 
@@ -1007,6 +1234,19 @@ impl Drop for ChromDataWriter {
             let _ = std::fs::remove_dir_all(&self.tmp);
         }
     }
+}
+
+/// `a`, copied into buffers of its own when it holds more memory than its values need.
+fn compact(a: ArrayRef) -> ArrayRef {
+    let held = a.get_array_memory_size();
+    let data = a.to_data();
+    let needed = data.get_slice_memory_size().unwrap_or(held);
+    if held <= 2 * needed + 4096 {
+        return a;
+    }
+    let mut m = arrow_data::transform::MutableArrayData::new(vec![&data], false, a.len());
+    m.extend(0, 0, a.len());
+    arrow_array::make_array(m.freeze())
 }
 
 /// Group of a value column by its name; registers new layer keys.
@@ -1249,52 +1489,50 @@ fn given_bins(b: RecordBatch) -> Result<GivenBins> {
     })
 }
 
-/// Concatenates spill batches, converting columns whose spill types differ between
-/// batches (integers / float32 mixed with floats) to float64 first.
-fn concat_spill(batches: &[RecordBatch]) -> Result<RecordBatch> {
-    let first = &batches[0];
-    let ncol = first.num_columns();
-    let mut fields = Vec::with_capacity(ncol);
-    let mut cols = Vec::with_capacity(ncol);
+/// Sort key of a run row: (primary key, secondary key, input row) and where the row is
+/// (batch, row in batch).
+#[derive(Debug, Clone, Copy)]
+struct RunKey(u64, u64, u64, u32, u32);
+
+/// Gives every column of `batches` one type: columns whose spill types differ between
+/// batches (integers / float32 mixed with floats) become float64.
+fn unify_spill_types(mut batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+    let first = batches[0].schema();
+    let ncol = first.fields().len();
+    let mut differ = Vec::new();
     for c in 0..ncol {
-        let t0 = first.column(c).data_type().clone();
-        let same = batches.iter().all(|b| b.column(c).data_type() == &t0);
-        let parts: Vec<ArrayRef> = if same {
-            batches.iter().map(|b| b.column(c).clone()).collect()
-        } else {
-            batches
-                .iter()
-                .map(|b| {
-                    let a = b.column(c);
-                    match a.data_type() {
-                        DataType::Float64 => Ok(a.clone()),
-                        DataType::Float32 | DataType::Int64 => Ok(Arc::new(Float64Array::from(
-                            wcol::finalize("", a, &FinalType::F64)?
-                                .as_primitive::<arrow_array::types::Float64Type>()
-                                .iter()
-                                .collect::<Vec<_>>(),
-                        ))
-                            as ArrayRef),
-                        t => Err(Error::invalid_argument(format!(
-                            "column {}: mixed spill types ({t})",
-                            first.schema().field(c).name()
-                        ))),
-                    }
-                })
-                .collect::<Result<_>>()?
-        };
-        let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
-        let a = arrow_select::concat::concat(&refs)
-            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
-        fields.push(Field::new(
-            first.schema().field(c).name(),
-            a.data_type().clone(),
-            true,
-        ));
-        cols.push(a);
+        let t0 = batches[0].column(c).data_type();
+        if !batches.iter().all(|b| b.column(c).data_type() == t0) {
+            differ.push(c);
+        }
+    }
+    if differ.is_empty() {
+        return Ok(batches);
+    }
+    let mut fields: Vec<Field> = first.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for &c in &differ {
+        fields[c] = Field::new(first.field(c).name(), DataType::Float64, true);
     }
     let schema: SchemaRef = Arc::new(Schema::new(fields));
-    RecordBatch::try_new(schema, cols).map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))
+    for b in batches.iter_mut() {
+        let mut cols: Vec<ArrayRef> = b.columns().to_vec();
+        for &c in &differ {
+            let a = &cols[c];
+            cols[c] = match a.data_type() {
+                DataType::Float64 => a.clone(),
+                DataType::Float32 | DataType::Int64 => wcol::finalize("", a, &FinalType::F64)?,
+                t => {
+                    return Err(Error::invalid_argument(format!(
+                        "column {}: mixed spill types ({t})",
+                        first.field(c).name()
+                    )))
+                }
+            };
+        }
+        *b = RecordBatch::try_new(schema.clone(), cols)
+            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+    }
+    Ok(batches)
 }
 
 /// Reads a spill run batch by batch.
@@ -1304,10 +1542,10 @@ pub(crate) enum RunReader {
 }
 
 impl RunReader {
-    pub(crate) fn open(src: RunSource) -> Result<RunReader> {
+    pub(crate) fn open(src: RunData) -> Result<RunReader> {
         Ok(match src {
-            RunSource::Mem(v) => RunReader::Mem(v.into_iter()),
-            RunSource::File(p) => {
+            RunData::Mem(v) => RunReader::Mem(v.into_iter()),
+            RunData::File(p) => {
                 let f = File::open(&p).map_err(|e| Error::io(&p, &e))?;
                 let r = arrow_ipc::reader::FileReader::try_new(BufReader::new(f), None)
                     .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", p.display())))?;

@@ -21,14 +21,19 @@ use parquet::schema::types::ColumnPath;
 use serde_json::{json, Value};
 
 use super::wcol::{self, ColState, FinalType, Group, Slot};
-use super::writer::{temp_name, RunReader, RunSource};
+use super::writer::{spill_batch_rows, temp_name, RunData, RunOrder, RunReader, RunSource};
 use super::Layout;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Spill directory inside the temporary store directory (removed before publishing).
 pub(crate) const SPILL_DIR: &str = "_spill";
-/// Rows per merged output block.
+/// Rows per merged output block (at most; fewer for wide rows, see `MERGE_BLOCK_BYTES`).
 const BLOCK_ROWS: usize = 16384;
+/// Bytes per merged output block (about).
+const MERGE_BLOCK_BYTES: u64 = 4 << 20;
+/// Smallest row-group target the writer lowers the default to when a row group of wide
+/// rows would not fit the memory budget.
+const MIN_AUTO_ROW_GROUP: u64 = 1024;
 /// Elements per chunk of 1-D index arrays (§6.1).
 const INDEX_CHUNK: u64 = 1_048_576;
 
@@ -59,6 +64,10 @@ pub(crate) struct Input {
     pub(crate) triples: Vec<(i32, i32, i32, u64)>,
     pub(crate) runs: Vec<RunSource>,
     pub(crate) overwrite: bool,
+    /// Bytes of the memory budget left for the merge and the Parquet writers.
+    pub(crate) available: u64,
+    /// Bytes per row of the spilled batches (largest seen; 1 when unknown).
+    pub(crate) row_bytes: u64,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -432,6 +441,8 @@ impl<'a> Finalizer<'a> {
 type Key = (i32, i32, i32, i32, u64);
 
 struct Cursor {
+    /// Batches are final already (an intermediate merge wrote them).
+    finalized: bool,
     reader: RunReader,
     batch: Option<RecordBatch>,
     keys: Vec<Key>,
@@ -440,7 +451,7 @@ struct Cursor {
     src: usize,
 }
 
-fn keys_of(b: &RecordBatch, has_cells: bool, chrom_col: usize) -> Vec<Key> {
+fn keys_of(b: &RecordBatch, has_cells: bool, chrom_col: usize, order: RunOrder) -> Vec<Key> {
     let n = b.num_rows();
     let bin = b.column(0).as_primitive::<Int32Type>();
     let code = |a: &ArrayRef, i: usize| -> i32 {
@@ -454,21 +465,34 @@ fn keys_of(b: &RecordBatch, has_cells: bool, chrom_col: usize) -> Vec<Key> {
     let row = b.column(chrom_col + 1).as_primitive::<UInt64Type>();
     (0..n)
         .map(|i| {
-            (
-                if has_cells { code(b.column(2), i) } else { -1 },
-                code(trace, i),
-                chrom.value(i),
-                bin.value(i),
-                row.value(i),
-            )
+            let cell = if has_cells { code(b.column(2), i) } else { -1 };
+            match order {
+                RunOrder::Canonical => (
+                    cell,
+                    code(trace, i),
+                    chrom.value(i),
+                    bin.value(i),
+                    row.value(i),
+                ),
+                RunOrder::ChromMajor => (
+                    chrom.value(i),
+                    cell,
+                    code(trace, i),
+                    bin.value(i),
+                    row.value(i),
+                ),
+            }
         })
         .collect()
 }
 
-/// Merges the runs into canonical order, handing blocks of final rows to `sink`.
+/// Merges the runs (all in `order`) into one sequence in that order, handing blocks of at
+/// most `block_rows` final rows to `sink`. Holds one batch per run plus one block.
 fn merge(
     runs: Vec<RunSource>,
     fin: &Finalizer<'_>,
+    order: RunOrder,
+    block_rows: usize,
     mut sink: impl FnMut(RecordBatch) -> Result<()>,
 ) -> Result<()> {
     let has_cells = fin.inp.has_cells;
@@ -482,8 +506,8 @@ fn merge(
             if b.num_rows() == 0 {
                 continue;
             }
-            let f = fin.convert(&b)?;
-            c.keys = keys_of(&f, has_cells, chrom_col);
+            let f = if c.finalized { b } else { fin.convert(&b)? };
+            c.keys = keys_of(&f, has_cells, chrom_col, order);
             c.src = sources.len();
             sources.push(f.clone());
             c.batch = Some(f);
@@ -493,8 +517,15 @@ fn merge(
     };
     let mut heap: BinaryHeap<std::cmp::Reverse<(Key, usize)>> = BinaryHeap::new();
     for r in runs {
+        if r.order != order {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                "merge: a run is not in the merge order",
+            ));
+        }
         let mut c = Cursor {
-            reader: RunReader::open(r)?,
+            finalized: r.finalized,
+            reader: RunReader::open(r.data)?,
             batch: None,
             keys: Vec::new(),
             pos: 0,
@@ -506,7 +537,7 @@ fn merge(
         }
         cursors.push(c);
     }
-    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(BLOCK_ROWS);
+    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(block_rows);
     let emit = |picks: &mut Vec<(usize, usize)>,
                 sources: &mut Vec<RecordBatch>,
                 cursors: &mut Vec<Cursor>,
@@ -546,11 +577,91 @@ fn merge(
         if c.batch.is_some() {
             heap.push(std::cmp::Reverse((c.keys[c.pos], ci)));
         }
-        if picks.len() == BLOCK_ROWS {
+        if picks.len() == block_rows {
             emit(&mut picks, &mut sources, &mut cursors, &mut sink)?;
         }
     }
     emit(&mut picks, &mut sources, &mut cursors, &mut sink)
+}
+
+/// Merges groups of at most `fan_in` runs into single runs (final form, Arrow IPC in
+/// `dir`) until at most `fan_in` runs are left; consumed run files are deleted.
+fn merge_passes(
+    mut runs: Vec<RunSource>,
+    fin: &Finalizer<'_>,
+    order: RunOrder,
+    fan_in: usize,
+    out_rows: usize,
+    dir: &Path,
+) -> Result<(Vec<RunSource>, usize)> {
+    let fan_in = fan_in.max(2);
+    let mut pass = 0;
+    while runs.len() > fan_in {
+        let mut next = Vec::new();
+        let mut rest = runs.into_iter();
+        let mut k = 0;
+        loop {
+            let group: Vec<RunSource> = rest.by_ref().take(fan_in).collect();
+            if group.is_empty() {
+                break;
+            }
+            if group.len() == 1 {
+                next.extend(group);
+                continue;
+            }
+            let consumed: Vec<PathBuf> = group
+                .iter()
+                .filter_map(|r| match &r.data {
+                    RunData::File(p) => Some(p.clone()),
+                    RunData::Mem(_) => None,
+                })
+                .collect();
+            let path = dir.join(format!("merge-{pass:03}-{k:06}.arrow"));
+            k += 1;
+            let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
+            let ioerr = |e: arrow_schema::ArrowError| {
+                Error::new(ErrorKind::Io, format!("{}: {e}", path.display()))
+            };
+            let mut w = arrow_ipc::writer::FileWriter::try_new(BufWriter::new(f), &fin.schema)
+                .map_err(ioerr)?;
+            let mut batch_bytes = 0u64;
+            merge(group, fin, order, out_rows, |b| {
+                batch_bytes = batch_bytes.max(b.get_array_memory_size() as u64);
+                w.write(&b).map_err(ioerr)
+            })?;
+            w.finish().map_err(ioerr)?;
+            for p in consumed {
+                let _ = std::fs::remove_file(p);
+            }
+            next.push(RunSource {
+                data: RunData::File(path),
+                order,
+                finalized: true,
+                batch_bytes,
+            });
+        }
+        runs = next;
+        pass += 1;
+    }
+    Ok((runs, pass))
+}
+
+/// Bytes a Parquet writer buffers per row of `types` before a row group is flushed:
+/// the plain-encoded values plus a 2-byte definition level per column, and half again
+/// for the compressed pages made at the flush.
+fn buffered_row_bytes(types: &[DataType], str_bytes: u64) -> u64 {
+    let w: u64 = types
+        .iter()
+        .map(|t| match t {
+            DataType::Boolean => 1,
+            DataType::Int8 | DataType::UInt8 => 1,
+            DataType::Int16 | DataType::UInt16 => 2,
+            DataType::Int32 | DataType::UInt32 | DataType::Float32 => 4,
+            DataType::Utf8 => 4,
+            _ => 8,
+        } + 2)
+        .sum();
+    (w + str_bytes) * 3 / 2
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1038,16 +1149,17 @@ fn decide_storage(inp: &Input, types: &[FinalType]) -> Result<(Vec<Storage>, Der
     Ok((out, derived))
 }
 
-pub(crate) fn write_store(mut inp: Input) -> Result<()> {
+/// Writes the store; returns the number of intermediate merge passes.
+pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
     let root = inp.tmp.clone();
     let layout = inp.layout;
     let has_cells = inp.has_cells;
-    let t = match (inp.row_group_size, layout) {
+    let mut t = match (inp.row_group_size, layout) {
         (0, Layout::Partitioned) => 16384,
         (0, _) => 65536,
         (x, _) => x,
     };
-    let tc = if inp.coords_row_group_size == 0 {
+    let mut tc = if inp.coords_row_group_size == 0 {
         16384
     } else {
         inp.coords_row_group_size
@@ -1070,11 +1182,94 @@ pub(crate) fn write_store(mut inp: Input) -> Result<()> {
         }
     }
     let (storage, derived) = decide_storage(&inp, &types)?;
-    let plan = plan(layout, &inp.triples, has_cells, t, tc);
     let runs = std::mem::take(&mut inp.runs);
     let fin = Finalizer::new(&inp, types.clone());
     let fs = fin.schema.clone();
     let fv = fin.first_value();
+
+    // Memory of the finish: the Parquet writers buffer one row group per open file (one
+    // partition at a time for 2.1, whose runs are chromosome-major; every coords partition
+    // at once for 2.2, whose merge is in canonical order), the merge one batch per run and
+    // one block. When the default row-group targets would take more than half the
+    // available budget they are halved (§7.3 lets a writer choose T; it is recorded);
+    // the merge gets the rest and merges in several passes when there are more runs than
+    // it can hold.
+    let n_rows = inp.n_spots.max(1);
+    let width = |cols: &mut dyn Iterator<Item = usize>| -> u64 {
+        let mut ts = Vec::new();
+        let mut strs = 0;
+        for c in cols {
+            ts.push(fs.field(c).data_type().clone());
+            if c >= fv && c - fv < inp.cols.len() && matches!(types[c - fv], FinalType::Str) {
+                strs += inp.cols[c - fv].str_value_bytes / n_rows;
+            }
+        }
+        buffered_row_bytes(&ts, strs)
+    };
+    let n_values = inp.cols.len();
+    let (main_w, key_w) = match layout {
+        Layout::PrimaryCoords => {
+            let ei: Vec<usize> = (0..n_values)
+                .filter(|&i| inp.cols[i].group == Group::Extra)
+                .collect();
+            let primary_extra = |i: usize| {
+                ei.iter()
+                    .position(|&e| e == i)
+                    .is_some_and(|k| matches!(storage[k], Storage::Primary))
+            };
+            (
+                width(
+                    &mut (0..n_values)
+                        .filter(|&i| inp.cols[i].group != Group::Extra || primary_extra(i))
+                        .map(|i| fv + i),
+                ),
+                width(&mut (0..fv)),
+            )
+        }
+        _ => (width(&mut (0..fv + n_values)), 0),
+    };
+    let n_chroms = {
+        let mut c: Vec<i32> = inp.triples.iter().map(|x| x.2).collect();
+        c.sort_unstable();
+        c.dedup();
+        c.len() as u64
+    };
+    let sink_bytes = |t: u64, tc: u64| t * main_w + n_chroms * tc * key_w;
+    let share = inp.available / 2;
+    loop {
+        let (a, b) = (t * main_w, n_chroms * tc * key_w);
+        if a + b <= share {
+            break;
+        }
+        let can_t = inp.row_group_size == 0 && t > MIN_AUTO_ROW_GROUP;
+        let can_tc = inp.coords_row_group_size == 0 && tc > MIN_AUTO_ROW_GROUP && b > 0;
+        if can_t && (a >= b || !can_tc) {
+            t /= 2;
+        } else if can_tc {
+            tc /= 2;
+        } else {
+            break;
+        }
+    }
+    let row_bytes = inp.row_bytes.max(1);
+    let block_bytes = MERGE_BLOCK_BYTES.min(inp.available / 16);
+    let block_rows = ((block_bytes / row_bytes) as usize).clamp(256, BLOCK_ROWS);
+    let batch_bytes = runs.iter().map(|r| r.batch_bytes).max().unwrap_or(0).max(1);
+    let merge_mem = inp
+        .available
+        .saturating_sub(sink_bytes(t, tc))
+        .saturating_sub(3 * block_rows as u64 * row_bytes);
+    let fan_in = ((merge_mem / (4 * batch_bytes)) as usize).max(2);
+    let order = RunOrder::of(layout);
+    let (runs, passes) = merge_passes(
+        runs,
+        &fin,
+        order,
+        fan_in,
+        spill_batch_rows(row_bytes, inp.available),
+        &root.join(SPILL_DIR),
+    )?;
+    let plan = plan(layout, &inp.triples, has_cells, t, tc);
     let extras: Vec<usize> = (0..inp.cols.len())
         .filter(|&i| inp.cols[i].group == Group::Extra)
         .collect();
@@ -1338,7 +1533,7 @@ pub(crate) fn write_store(mut inp: Input) -> Result<()> {
         None
     };
     let chrom_col = fs.fields().len() - 2;
-    merge(runs, &fin, |block| {
+    merge(runs, &fin, order, block_rows, |block| {
         // Per-partition slices of the block.
         let mut parts: Vec<Option<RecordBatch>> = vec![None; n_parts];
         if n_parts > 0 {
@@ -1671,7 +1866,8 @@ pub(crate) fn write_store(mut inp: Input) -> Result<()> {
                            "uchrom_version": concat!("libdeltacells ", env!("CARGO_PKG_VERSION")),
                            "uchrom": uchrom})),
     )?;
-    publish(&root, &inp.target, inp.overwrite)
+    publish(&root, &inp.target, inp.overwrite)?;
+    Ok(passes)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -21,8 +21,13 @@ pub struct dc_chromdata_writer {
 
 /// A setting of a ChromData writer (`DC_CDW_*`), for `dc_chromdata_writer_set`.
 pub type dc_chromdata_writer_param = i32;
-/// Bytes of memory for buffering before sorted runs are spilled (>= 1 MiB; 0 = default,
-/// half of the available RAM). Before finish.
+/// Bytes of memory the writer may use in all (>= 1 MiB; 0 = default, half of the
+/// available RAM): unsorted spots, sorting, the merge and the Parquet writers share it,
+/// after the per-trace index (about 100 bytes per (cell, trace, chromosome) triple). A
+/// smaller budget means more spilled runs, more merge passes and, below what one default
+/// row group of the widest file needs, smaller row groups (recorded in the store). The
+/// caller's own batches are not counted, and each appended batch is converted in one
+/// piece: keep batches well below the budget. Before finish.
 pub const DC_CDW_MEMORY_BUDGET: dc_chromdata_writer_param = 0;
 /// 0 (default): float64 coordinates; 1: float32. Before finish.
 pub const DC_CDW_COORD_FLOAT32: dc_chromdata_writer_param = 1;
