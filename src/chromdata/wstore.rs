@@ -1353,45 +1353,51 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
         )
     };
     let mut part_of_chrom: HashMap<i32, usize> = HashMap::new();
+    let new_sink = |rel: &str,
+                    cols: Vec<(usize, String)>,
+                    groups: &[u64],
+                    part: Option<usize>,
+                    dict_floats: bool| {
+        PqSink::new(&root, rel, &fs, cols, groups.to_vec(), part, dict_floats)
+    };
+    // spot_tracks and layers of the single-file layouts (flat; primary of 2.2).
+    let whole_tables = |prefix: &str,
+                        dict_floats: bool,
+                        sinks: &mut Vec<PqSink>,
+                        tracks_meta: &mut Option<serde_json::Map<String, Value>>,
+                        layers_meta: &mut [serde_json::Map<String, Value>]|
+     -> Result<()> {
+        if let Some(m) = tracks_meta.as_mut() {
+            let rel = format!("{prefix}spot_tracks.parquet");
+            sinks.push(new_sink(
+                &rel,
+                track_cols.clone(),
+                &plan.groups,
+                None,
+                dict_floats,
+            )?);
+            m.insert("path".into(), json!(rel));
+        }
+        for (k, m) in layers_meta.iter_mut().enumerate() {
+            let rel = format!("{prefix}layers/{}.parquet", layer_names[k]);
+            sinks.push(new_sink(
+                &rel,
+                layer_cols(k),
+                &plan.groups,
+                None,
+                dict_floats,
+            )?);
+            m.insert("path".into(), json!(rel));
+        }
+        Ok(())
+    };
     match layout {
         Layout::Flat => {
             let mut cols = key_cols.clone();
             cols.extend(stored_extras(&|_| true));
-            sinks.push(PqSink::new(
-                &root,
-                "spots.parquet",
-                &fs,
-                cols,
-                plan.groups.clone(),
-                None,
-                false,
-            )?);
+            sinks.push(new_sink("spots.parquet", cols, &plan.groups, None, false)?);
             spots_meta.insert("path".into(), json!("spots.parquet"));
-            if let Some(m) = tracks_meta.as_mut() {
-                sinks.push(PqSink::new(
-                    &root,
-                    "spot_tracks.parquet",
-                    &fs,
-                    track_cols.clone(),
-                    plan.groups.clone(),
-                    None,
-                    false,
-                )?);
-                m.insert("path".into(), json!("spot_tracks.parquet"));
-            }
-            for (k, m) in layers_meta.iter_mut().enumerate() {
-                let rel = format!("layers/{}.parquet", layer_names[k]);
-                sinks.push(PqSink::new(
-                    &root,
-                    &rel,
-                    &fs,
-                    layer_cols(k),
-                    plan.groups.clone(),
-                    None,
-                    false,
-                )?);
-                m.insert("path".into(), json!(rel));
-            }
+            whole_tables("", false, &mut sinks, &mut tracks_meta, &mut layers_meta)?;
         }
         Layout::Partitioned => {
             let mut files = Vec::new();
@@ -1403,24 +1409,14 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
                 let mut cols = key_cols.clone();
                 cols.extend(stored_extras(&|_| true));
                 let rel = format!("spots/{d}/part-0.parquet");
-                sinks.push(PqSink::new(
-                    &root,
-                    &rel,
-                    &fs,
-                    cols,
-                    part.groups.clone(),
-                    Some(p),
-                    false,
-                )?);
+                sinks.push(new_sink(&rel, cols, &part.groups, Some(p), false)?);
                 files.push(rel);
                 if !tracks.is_empty() {
                     let rel = format!("spot_tracks/{d}/part-0.parquet");
-                    sinks.push(PqSink::new(
-                        &root,
+                    sinks.push(new_sink(
                         &rel,
-                        &fs,
                         track_cols.clone(),
-                        part.groups.clone(),
+                        &part.groups,
                         Some(p),
                         false,
                     )?);
@@ -1428,15 +1424,7 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
                 }
                 for (k, lf) in lfiles.iter_mut().enumerate() {
                     let rel = format!("layers/{}/{d}/part-0.parquet", layer_names[k]);
-                    sinks.push(PqSink::new(
-                        &root,
-                        &rel,
-                        &fs,
-                        layer_cols(k),
-                        part.groups.clone(),
-                        Some(p),
-                        false,
-                    )?);
+                    sinks.push(new_sink(&rel, layer_cols(k), &part.groups, Some(p), false)?);
                     lf.push(rel);
                 }
             }
@@ -1454,52 +1442,25 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
             if prim.is_empty() {
                 spots_meta.insert("primary_path".into(), Value::Null);
             } else {
-                sinks.push(PqSink::new(
-                    &root,
-                    "primary/spots.parquet",
-                    &fs,
-                    prim,
-                    plan.groups.clone(),
-                    None,
-                    true,
-                )?);
-                spots_meta.insert("primary_path".into(), json!("primary/spots.parquet"));
+                let rel = "primary/spots.parquet";
+                sinks.push(new_sink(rel, prim, &plan.groups, None, true)?);
+                spots_meta.insert("primary_path".into(), json!(rel));
             }
-            if let Some(m) = tracks_meta.as_mut() {
-                sinks.push(PqSink::new(
-                    &root,
-                    "primary/spot_tracks.parquet",
-                    &fs,
-                    track_cols.clone(),
-                    plan.groups.clone(),
-                    None,
-                    true,
-                )?);
-                m.insert("path".into(), json!("primary/spot_tracks.parquet"));
-            }
-            for (k, m) in layers_meta.iter_mut().enumerate() {
-                let rel = format!("primary/layers/{}.parquet", layer_names[k]);
-                sinks.push(PqSink::new(
-                    &root,
-                    &rel,
-                    &fs,
-                    layer_cols(k),
-                    plan.groups.clone(),
-                    None,
-                    true,
-                )?);
-                m.insert("path".into(), json!(rel));
-            }
+            whole_tables(
+                "primary/",
+                true,
+                &mut sinks,
+                &mut tracks_meta,
+                &mut layers_meta,
+            )?;
             let mut files = Vec::new();
             for (p, part) in plan.coords_parts.iter().enumerate() {
                 part_of_chrom.insert(part.chrom, p);
                 let rel = format!("coords/{}/part-0.parquet", chrom_dirs[part.chrom as usize]);
-                sinks.push(PqSink::new(
-                    &root,
+                sinks.push(new_sink(
                     &rel,
-                    &fs,
                     key_cols.clone(),
-                    part.groups.clone(),
+                    &part.groups,
                     Some(p),
                     false,
                 )?);
