@@ -580,6 +580,46 @@ dc_status dc_chromdata_writer_append(struct dc_chromdata_writer *w,
                                      struct ArrowSchema *schema);
 
 /**
+ * Sets the bin tracks (spec §5.2): one row per bin of the table given with
+ * `dc_chromdata_writer_set_bins` (row i = bin i); columns bool, integers, floats or
+ * strings. Any time before finish; a second call replaces the first. `table` (a struct
+ * array) is moved into the library (released on every path); `schema` is borrowed.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, row count differs from the bins, no columns,
+ * empty or repeated names), `DC_ERR_UNSUPPORTED` (column type), `DC_ERR_STATE` (no bins
+ * table set, or after finish).
+ *
+ * # Safety
+ * As `dc_chromdata_writer_set_bins`.
+ */
+dc_status dc_chromdata_writer_set_bin_tracks(struct dc_chromdata_writer *w,
+                                             struct ArrowArray *table,
+                                             struct ArrowSchema *schema);
+
+/**
+ * Adds a pass-through table (spec §12), stored as given: `collection` is `"intervals"`
+ * (then `kind` is `"domain"`, `"pair"`, `"peak"`, `"segment"` — their required columns are
+ * checked — or any other non-empty kind) or `"points"` (then `kind` is NULL or `""`). `key` is
+ * the table's name (unique per collection; any UTF-8, stored under a portable file
+ * name). The table is written to the temporary directory at once. Any time before
+ * finish. `table` is moved into the library; `schema` is borrowed.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL where a string is needed, unknown collection,
+ * missing kind or required column, empty key), `DC_ERR_EXISTS` (key used already),
+ * `DC_ERR_UNSUPPORTED` (a type Parquet cannot store), `DC_ERR_IO`, `DC_ERR_STATE`.
+ *
+ * # Safety
+ * `collection`, `key` are NUL-terminated strings, `kind` one or NULL; `table` and
+ * `schema` as in `dc_chromdata_writer_set_bins`.
+ */
+dc_status dc_chromdata_writer_add_table(struct dc_chromdata_writer *w,
+                                        const char *collection,
+                                        const char *key,
+                                        const char *kind,
+                                        struct ArrowArray *table,
+                                        struct ArrowSchema *schema);
+
+/**
  * Merges the spilled runs, writes the layout, the index and the metadata, and moves the
  * store into place atomically. On error nothing is left at the target.
  *

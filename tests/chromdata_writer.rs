@@ -1140,3 +1140,126 @@ fn layout_changed_after_spilling_gives_the_same_bytes() {
         );
     }
 }
+
+/// The 3-bin table of `given_bins_and_bin_ids`.
+fn three_bins() -> RecordBatch {
+    let chrom: DictionaryArray<arrow_array::types::Int32Type> =
+        vec!["chrB", "chrB", "chrA"].into_iter().collect();
+    RecordBatch::try_from_iter(vec![
+        ("chrom", Arc::new(chrom) as ArrayRef),
+        (
+            "start",
+            Arc::new(Int64Array::from(vec![0, 100, 0])) as ArrayRef,
+        ),
+        (
+            "end",
+            Arc::new(Int64Array::from(vec![100, 200, 100])) as ArrayRef,
+        ),
+    ])
+    .unwrap()
+}
+
+#[test]
+fn bin_tracks_and_pass_through_tables_round_trip() {
+    let d = tmpdir("passthrough");
+    let tracks = RecordBatch::try_from_iter(vec![
+        (
+            "signal",
+            Arc::new(arrow_array::Float32Array::from(vec![
+                Some(0.5),
+                None,
+                Some(2.0),
+            ])) as ArrayRef,
+        ),
+        (
+            "label",
+            Arc::new(StringArray::from(vec!["x", "y", "x"])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let tads = RecordBatch::try_from_iter(vec![
+        (
+            "chrom",
+            Arc::new(StringArray::from(vec!["chrA", "chrB"])) as ArrayRef,
+        ),
+        ("start", Arc::new(Int64Array::from(vec![0, 50])) as ArrayRef),
+        (
+            "end",
+            Arc::new(Int64Array::from(vec![100, 150])) as ArrayRef,
+        ),
+        (
+            "score",
+            Arc::new(arrow_array::Float64Array::from(vec![1.5, f64::NAN])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let fiducials = RecordBatch::try_from_iter(vec![
+        (
+            "x",
+            Arc::new(arrow_array::Float64Array::from(vec![1.0, 2.0, 3.0])) as ArrayRef,
+        ),
+        (
+            "note",
+            Arc::new(StringArray::from(vec![Some("a"), None, Some("c")])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let spots = RecordBatch::try_from_iter(vec![
+        (
+            "bin_id",
+            Arc::new(Int32Array::from(vec![2, 0, 1])) as ArrayRef,
+        ),
+        (
+            "trace_id",
+            Arc::new(Int64Array::from(vec![5, 5, 1])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    for (layout, short) in LAYOUTS {
+        for ext in ["chromdata.zarr", "cdz"] {
+            let p = d.join(format!("s{short}.{ext}"));
+            let mut w = ChromDataWriter::create(&p, opts(layout)).unwrap();
+            // Bin tracks need the bins table first.
+            let e = w.set_bin_tracks(tracks.clone()).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::State, "{e}");
+            w.set_bins(three_bins()).unwrap();
+            let e = w.set_bin_tracks(tracks.slice(0, 2)).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+            w.set_bin_tracks(tracks.clone()).unwrap();
+            // Keys needing a portable name and the kind checks.
+            w.add_table("intervals", "tads/arcfish v1", Some("domain"), tads.clone())
+                .unwrap();
+            let e = w
+                .add_table("intervals", "loops", Some("pair"), tads.clone())
+                .unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+            assert!(e.message.contains("chrom1"), "{e}");
+            let e = w
+                .add_table("intervals", "tads/arcfish v1", Some("domain"), tads.clone())
+                .unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Exists, "{e}");
+            let e = w
+                .add_table("intervals", "x", None, tads.clone())
+                .unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+            let e = w.add_table("results", "x", None, tads.clone()).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+            w.append(spots.clone()).unwrap();
+            w.add_table("points", "fiducials", None, fiducials.clone())
+                .unwrap();
+            w.finish().unwrap();
+
+            let cd = ChromData::open(&p).unwrap();
+            let bt = cd.table("bin_tracks").unwrap();
+            assert_eq!(bt.num_rows(), 3);
+            assert_same(&bt, &tracks, &format!("{short} {ext} bin_tracks"));
+            assert_eq!(cd.keys("intervals").unwrap(), vec!["tads/arcfish v1"]);
+            assert_eq!(cd.keys("points").unwrap(), vec!["fiducials"]);
+            let t = cd.table("intervals/tads/arcfish v1").unwrap();
+            assert_same(&t, &tads, &format!("{short} {ext} intervals"));
+            let f = cd.table("points/fiducials").unwrap();
+            assert_same(&f, &fiducials, &format!("{short} {ext} points"));
+            assert_eq!(cd.info().n_spots, 3);
+        }
+    }
+}

@@ -616,6 +616,27 @@ public:
     detail::check(dc_chromdata_writer_append(h_, batch, schema), "dc_chromdata_writer_append");
   }
   void append(ArrowArrayOwner &batch, ArrowSchemaOwner &schema) { append(batch.get(), schema.get()); }
+  /// dc_chromdata_writer_set_bin_tracks: one row per bin of set_bins' table; moved in.
+  void set_bin_tracks(struct ArrowArray *table, struct ArrowSchema *schema) {
+    detail::check(dc_chromdata_writer_set_bin_tracks(h_, table, schema),
+                  "dc_chromdata_writer_set_bin_tracks");
+  }
+  void set_bin_tracks(ArrowArrayOwner &table, ArrowSchemaOwner &schema) {
+    set_bin_tracks(table.get(), schema.get());
+  }
+  /// dc_chromdata_writer_add_table: a pass-through table, `collection` "intervals" (with a
+  /// `kind`) or "points" (empty `kind`); `table` moved in, `schema` borrowed.
+  void add_table(const std::string &collection, const std::string &key, const std::string &kind,
+                 struct ArrowArray *table, struct ArrowSchema *schema) {
+    detail::check(dc_chromdata_writer_add_table(h_, collection.c_str(), key.c_str(),
+                                                kind.empty() ? nullptr : kind.c_str(), table,
+                                                schema),
+                  "dc_chromdata_writer_add_table");
+  }
+  void add_table(const std::string &collection, const std::string &key, const std::string &kind,
+                 ArrowArrayOwner &table, ArrowSchemaOwner &schema) {
+    add_table(collection, key, kind, table.get(), schema.get());
+  }
   /// dc_chromdata_writer_finish: sort, index, and move the store into place atomically.
   void finish() { detail::check(dc_chromdata_writer_finish(h_), "dc_chromdata_writer_finish"); }
 

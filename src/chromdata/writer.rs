@@ -249,6 +249,18 @@ struct DerivedBins {
     list: Vec<(u32, i64, i64)>,
 }
 
+/// A pass-through table (§12) staged in the spill directory until `finish`.
+#[derive(Debug)]
+pub(crate) struct PassTable {
+    /// "intervals" or "points".
+    pub(crate) collection: &'static str,
+    pub(crate) key: String,
+    /// Intervals only: domain, pair, peak, segment or another kind.
+    pub(crate) kind: Option<String>,
+    pub(crate) staged: PathBuf,
+    pub(crate) n_rows: u64,
+}
+
 /// Row order of a spill run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RunOrder {
@@ -320,6 +332,8 @@ pub struct ChromDataWriter {
     row_bytes: u64,
     /// Intermediate merge passes `finish` needed.
     merge_passes: usize,
+    bin_tracks: Option<RecordBatch>,
+    pass_tables: Vec<PassTable>,
 }
 
 impl std::fmt::Debug for ChromDataWriter {
@@ -466,6 +480,8 @@ impl ChromDataWriter {
             n_spilled: 0,
             row_bytes: 1,
             merge_passes: 0,
+            bin_tracks: None,
+            pass_tables: Vec::new(),
         };
         w.set_options(options)?;
         Ok(w)
@@ -563,6 +579,136 @@ impl ChromDataWriter {
             ));
         }
         self.given_bins = Some(given_bins(bins)?);
+        Ok(())
+    }
+
+    /// Sets the bin tracks (§5.2): one row per bin of the bins table given with
+    /// `set_bins` (row i = bin i), columns bool, integers, floats or strings. Any time
+    /// before `finish`; a second call replaces the first.
+    pub fn set_bin_tracks(&mut self, tracks: RecordBatch) -> Result<()> {
+        self.check_open("set bin tracks")?;
+        let Some(g) = &self.given_bins else {
+            return Err(Error::new(
+                ErrorKind::State,
+                "bin tracks need the bins table: call set_bins first (bins derived from \
+                 the loci are numbered only at finish)",
+            ));
+        };
+        let n_bins = g.chrom_of_bin.len();
+        if tracks.num_rows() != n_bins {
+            return Err(Error::invalid_argument(format!(
+                "bin tracks have {} rows; the bins table has {n_bins}",
+                tracks.num_rows()
+            )));
+        }
+        if tracks.num_columns() == 0 {
+            return Err(Error::invalid_argument("bin tracks without columns"));
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut fields = Vec::new();
+        let mut cols = Vec::new();
+        for (f, a) in tracks.schema().fields().iter().zip(tracks.columns()) {
+            if f.name().is_empty() || !seen.insert(f.name().clone()) {
+                return Err(Error::invalid_argument(format!(
+                    "bin tracks: column name \"{}\" is empty or repeated",
+                    f.name()
+                )));
+            }
+            let a = pq::normalise_array(a)?;
+            match a.data_type() {
+                DataType::Boolean | DataType::Float32 | DataType::Float64 | DataType::Utf8 => {}
+                t if t.is_integer() => {}
+                t => {
+                    return Err(Error::unsupported(format!(
+                        "bin tracks column \"{}\": type {t} is not supported (bool, integers, \
+                         floats, strings)",
+                        f.name()
+                    )))
+                }
+            }
+            fields.push(Field::new(f.name(), a.data_type().clone(), true));
+            cols.push(a);
+        }
+        let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
+            .map_err(|e| Error::invalid_argument(format!("bin tracks: {e}")))?;
+        self.bin_tracks = Some(b);
+        Ok(())
+    }
+
+    /// Adds a pass-through table (§12): `collection` "intervals" (with `kind`: domain,
+    /// pair, peak, segment — whose required columns are checked — or any other kind) or
+    /// "points" (`kind` None). Stored as given, under a portable name of `key`; keys are
+    /// unique per collection. The table is written to the temporary directory at once
+    /// (it does not stay in memory). Any time before `finish`.
+    pub fn add_table(
+        &mut self,
+        collection: &str,
+        key: &str,
+        kind: Option<&str>,
+        table: RecordBatch,
+    ) -> Result<()> {
+        self.check_open("add a table")?;
+        let collection: &'static str = match collection {
+            "intervals" => "intervals",
+            "points" => "points",
+            c => {
+                return Err(Error::invalid_argument(format!(
+                    "table collection \"{c}\": expected intervals or points"
+                )))
+            }
+        };
+        if key.is_empty() {
+            return Err(Error::invalid_argument("a table key must not be empty"));
+        }
+        if self
+            .pass_tables
+            .iter()
+            .any(|t| t.collection == collection && t.key == key)
+        {
+            return Err(Error::new(
+                ErrorKind::Exists,
+                format!("{collection} \"{key}\" was added already"),
+            ));
+        }
+        let kind = match (collection, kind) {
+            ("points", None) => None,
+            ("points", Some(_)) => {
+                return Err(Error::invalid_argument("points tables have no kind"))
+            }
+            (_, None) | (_, Some("")) => {
+                return Err(Error::invalid_argument(
+                    "intervals need a kind (domain, pair, peak, segment or another name)",
+                ))
+            }
+            (_, Some(k)) => {
+                let need: &[&str] = match k {
+                    "domain" | "peak" => &["chrom", "start", "end"],
+                    "pair" => &["chrom1", "start1", "end1", "chrom2", "start2", "end2"],
+                    "segment" => &["chrom", "start", "end", "label"],
+                    _ => &[],
+                };
+                let schema = table.schema();
+                if let Some(m) = need.iter().find(|c| schema.index_of(c).is_err()) {
+                    return Err(Error::invalid_argument(format!(
+                        "intervals \"{key}\" of kind {k} lack the column \"{m}\" (needs {})",
+                        need.join(", ")
+                    )));
+                }
+                Some(k.to_string())
+            }
+        };
+        let staged = self
+            .tmp
+            .join(wstore::SPILL_DIR)
+            .join(format!("table-{:04}.parquet", self.pass_tables.len()));
+        wstore::write_parquet(&staged, &table)?;
+        self.pass_tables.push(PassTable {
+            collection,
+            key: key.to_string(),
+            kind,
+            staged,
+            n_rows: table.num_rows() as u64,
+        });
         Ok(())
     }
 
@@ -1222,6 +1368,8 @@ impl ChromDataWriter {
             overwrite: self.opts.overwrite,
             available: self.available(),
             row_bytes: self.row_bytes,
+            bin_tracks: self.bin_tracks.take(),
+            pass_tables: std::mem::take(&mut self.pass_tables),
         };
         self.merge_passes = wstore::write_store(input)?;
         Ok(())

@@ -21,7 +21,9 @@ use parquet::schema::types::ColumnPath;
 use serde_json::{json, Value};
 
 use super::wcol::{self, ColState, FinalType, Group, Slot};
-use super::writer::{spill_batch_rows, temp_name, RunData, RunOrder, RunReader, RunSource};
+use super::writer::{
+    spill_batch_rows, temp_name, PassTable, RunData, RunOrder, RunReader, RunSource,
+};
 use super::Layout;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -68,6 +70,10 @@ pub(crate) struct Input {
     pub(crate) available: u64,
     /// Bytes per row of the spilled batches (largest seen; 1 when unknown).
     pub(crate) row_bytes: u64,
+    /// Bin tracks (n_bins rows), if set.
+    pub(crate) bin_tracks: Option<RecordBatch>,
+    /// Pass-through tables, staged in the spill directory.
+    pub(crate) pass_tables: Vec<PassTable>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -790,17 +796,23 @@ impl PqSink {
     }
 }
 
-/// Writes a small table (one row group).
+/// Writes a small table (one row group) to `tables/<rel>`.
 fn write_small(root: &Path, rel: &str, b: &RecordBatch) -> Result<()> {
-    let path = root.join("tables").join(rel);
+    write_parquet(&root.join("tables").join(rel), b)
+}
+
+/// Writes `b` as one Parquet file (one row group, zstd), creating the parent directory.
+pub(crate) fn write_parquet(path: &Path, b: &RecordBatch) -> Result<()> {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
     }
     let err =
         |e: &dyn std::fmt::Display| Error::new(ErrorKind::Io, format!("{}: {e}", path.display()));
-    let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
-    let mut w = ArrowWriter::try_new(BufWriter::new(f), b.schema(), Some(props(&[])))
-        .map_err(|e| err(&e))?;
+    let f = File::create(path).map_err(|e| Error::io(path, &e))?;
+    let mut w =
+        ArrowWriter::try_new(BufWriter::new(f), b.schema(), Some(props(&[]))).map_err(|e| {
+            Error::unsupported(format!("{}: cannot store this table: {e}", path.display()))
+        })?;
     if b.num_rows() > 0 {
         w.write(b).map_err(|e| err(&e))?;
     }
@@ -1731,6 +1743,43 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
         }
         None => Value::Null,
     };
+    let bin_tracks_meta = match &inp.bin_tracks {
+        Some(b) => {
+            write_small(&root, "bin_tracks.parquet", b)?;
+            let cols: Vec<Value> = b
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| json!({"name": f.name(), "type": type_name_of(f.data_type())}))
+                .collect();
+            json!({"path": "bin_tracks.parquet", "n_rows": b.num_rows(), "columns": cols})
+        }
+        None => Value::Null,
+    };
+    // Pass-through tables: staged files moved to their portable names.
+    let mut pass_meta = [Vec::new(), Vec::new()];
+    for (slot, collection) in ["intervals", "points"].into_iter().enumerate() {
+        let list: Vec<&PassTable> = inp
+            .pass_tables
+            .iter()
+            .filter(|t| t.collection == collection)
+            .collect();
+        let names = portable(&list.iter().map(|t| t.key.as_str()).collect::<Vec<_>>());
+        for (t, name) in list.into_iter().zip(names) {
+            let rel = format!("{collection}/{name}.parquet");
+            let dest = root.join("tables").join(&rel);
+            if let Some(d) = dest.parent() {
+                std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
+            }
+            std::fs::rename(&t.staged, &dest).map_err(|e| Error::io(&dest, &e))?;
+            let mut m = json!({"key": t.key, "path": rel, "n_rows": t.n_rows});
+            if let Some(k) = &t.kind {
+                m["kind"] = json!(k);
+                m["source_result"] = Value::Null;
+            }
+            pass_meta[slot].push(m);
+        }
+    }
     let coord_type = if inp.coord_f32 { "float32" } else { "float64" };
     spots_meta.insert("layout".into(), json!(layout.name()));
     spots_meta.insert("n_rows".into(), json!(inp.n_spots));
@@ -1768,12 +1817,12 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
         "layers": layers_meta.into_iter().map(Value::Object).collect::<Vec<_>>(),
         "derived": derived_meta,
         "bins": {"path": "bins.parquet", "n_rows": inp.chrom_of_bin.len(), "columns": bins_cols},
-        "bin_tracks": Value::Null,
+        "bin_tracks": bin_tracks_meta,
         "traces": {"path": "traces.parquet", "n_rows": inp.trace_cats.len(), "index": "trace_id",
                    "columns": [{"name": "trace_id", "type": value_type(&inp.trace_cats)}]},
         "cells": cells_meta,
-        "intervals": [],
-        "points": [],
+        "intervals": pass_meta[0],
+        "points": pass_meta[1],
     });
     write_json(
         &root.join("tables/zarr.json"),

@@ -1,6 +1,6 @@
 //! §5 of the C API: ChromData stores, read backed.
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
@@ -9,6 +9,7 @@ use crate::chromdata::{ChromData, Columns, Layout};
 use crate::error::{Error, ErrorKind, Result};
 
 use super::arrow::{export_reader, one_batch, one_column, string_column};
+use super::dataset::str_in;
 use super::error::*;
 
 /// Spot-table layout of a store (`DC_LAYOUT_*`).
@@ -69,20 +70,6 @@ fn with_handle(cd: *const dc_chromdata, body: impl FnOnce(&ChromData) -> Result<
         unsafe { &*cd }.poisoned.store(true, Ordering::Release);
     }
     status
-}
-
-/// A NUL-terminated UTF-8 argument.
-///
-/// # Safety
-/// `p` is NULL or a NUL-terminated string valid for the call.
-unsafe fn str_in<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
-    if p.is_null() {
-        return Err(null_arg(name));
-    }
-    // SAFETY: non-NULL and NUL-terminated per the caller.
-    unsafe { CStr::from_ptr(p) }
-        .to_str()
-        .map_err(|_| Error::invalid_argument(format!("{name} is not valid UTF-8")))
 }
 
 /// The column selection: NULL / 0 = all; `{"coords"}` = keys + x, y, z; else names.

@@ -199,6 +199,72 @@ pub unsafe extern "C" fn dc_chromdata_writer_append(
     })
 }
 
+/// Sets the bin tracks (spec §5.2): one row per bin of the table given with
+/// `dc_chromdata_writer_set_bins` (row i = bin i); columns bool, integers, floats or
+/// strings. Any time before finish; a second call replaces the first. `table` (a struct
+/// array) is moved into the library (released on every path); `schema` is borrowed.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, row count differs from the bins, no columns,
+/// empty or repeated names), `DC_ERR_UNSUPPORTED` (column type), `DC_ERR_STATE` (no bins
+/// table set, or after finish).
+///
+/// # Safety
+/// As `dc_chromdata_writer_set_bins`.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_set_bin_tracks(
+    w: *mut dc_chromdata_writer,
+    table: *mut FFI_ArrowArray,
+    schema: *mut FFI_ArrowSchema,
+) -> dc_status {
+    // SAFETY: per the caller; taken first, so that it is released on every path.
+    let array = unsafe { take_array(table) };
+    with_cdw(w, move |w| {
+        // SAFETY: per the caller.
+        let b = unsafe { import_batch(array, schema, "table")? };
+        w.set_bin_tracks(b)
+    })
+}
+
+/// Adds a pass-through table (spec §12), stored as given: `collection` is `"intervals"`
+/// (then `kind` is `"domain"`, `"pair"`, `"peak"`, `"segment"` — their required columns are
+/// checked — or any other non-empty kind) or `"points"` (then `kind` is NULL or `""`). `key` is
+/// the table's name (unique per collection; any UTF-8, stored under a portable file
+/// name). The table is written to the temporary directory at once. Any time before
+/// finish. `table` is moved into the library; `schema` is borrowed.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL where a string is needed, unknown collection,
+/// missing kind or required column, empty key), `DC_ERR_EXISTS` (key used already),
+/// `DC_ERR_UNSUPPORTED` (a type Parquet cannot store), `DC_ERR_IO`, `DC_ERR_STATE`.
+///
+/// # Safety
+/// `collection`, `key` are NUL-terminated strings, `kind` one or NULL; `table` and
+/// `schema` as in `dc_chromdata_writer_set_bins`.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_add_table(
+    w: *mut dc_chromdata_writer,
+    collection: *const c_char,
+    key: *const c_char,
+    kind: *const c_char,
+    table: *mut FFI_ArrowArray,
+    schema: *mut FFI_ArrowSchema,
+) -> dc_status {
+    // SAFETY: per the caller; taken first, so that it is released on every path.
+    let array = unsafe { take_array(table) };
+    with_cdw(w, move |w| {
+        // SAFETY: NUL-terminated strings per the caller (NULL is rejected or means none).
+        let (collection, key) = unsafe { (str_in(collection, "collection")?, str_in(key, "key")?) };
+        let kind = if kind.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { str_in(kind, "kind")? }).filter(|k| !k.is_empty())
+        };
+        // SAFETY: per the caller.
+        let b = unsafe { import_batch(array, schema, "table")? };
+        w.add_table(collection, key, kind, b)
+    })
+}
+
 /// Merges the spilled runs, writes the layout, the index and the metadata, and moves the
 /// store into place atomically. On error nothing is left at the target.
 ///

@@ -275,6 +275,162 @@ static void write_store(const char *path, int64_t layout, int float32, const spo
   schema.release(&schema);
 }
 
+/* ---- small tables: struct arrays of given columns ------------------------------------ */
+
+/* A struct array of `nc` children (moved in) and its schema (static names / formats). */
+static void struct_of(int64_t n, int nc, struct ArrowArray **children, const char *const *names,
+                      const char *const *formats, struct ArrowArray *out,
+                      struct ArrowSchema *schema) {
+  struct ArrowArray *parent = new_array(n, 1);
+  parent->n_children = nc;
+  parent->children = calloc((size_t)nc, sizeof(struct ArrowArray *));
+  for (int i = 0; i < nc; i++) parent->children[i] = children[i];
+  *out = *parent;
+  free(parent);
+  memset(schema, 0, sizeof *schema);
+  schema->format = "+s";
+  schema->name = "";
+  schema->n_children = nc;
+  schema->children = calloc((size_t)nc, sizeof(struct ArrowSchema *));
+  for (int i = 0; i < nc; i++) {
+    struct ArrowSchema *c = calloc(1, sizeof *c);
+    c->format = formats[i];
+    c->name = names[i];
+    c->flags = ARROW_FLAG_NULLABLE;
+    c->release = release_leaf_schema;
+    schema->children[i] = c;
+  }
+  schema->release = release_schema;
+}
+
+/* The one batch of a stream of a single-batch table; 0 rows when absent. */
+static int64_t first_batch(struct ArrowArrayStream *stream, struct ArrowArray *batch) {
+  memset(batch, 0, sizeof *batch);
+  if (stream->get_next(stream, batch) != 0 || !batch->release) return 0;
+  return batch->length;
+}
+
+/* Bins covering every locus of make_spots (3 chromosomes x 8 bins of 30 kb), bin tracks,
+ * intervals and points: written, then read back through the reader's C API. */
+static void check_small_tables(const char *dir, const spots *sp) {
+  static const char *chroms[] = {"chr2", "chr1", "chrX"};
+  enum { N_BINS = 24 };
+  const char *bchrom[N_BINS];
+  int64_t bstart[N_BINS], bend[N_BINS];
+  double signal[N_BINS];
+  for (int b = 0; b < N_BINS; b++) {
+    bchrom[b] = chroms[b / 8];
+    bstart[b] = (b % 8) * 30000;
+    bend[b] = bstart[b] + 30000;
+    signal[b] = b * 1.5;
+  }
+  static const char *const bin_names[] = {"chrom", "start", "end"};
+  static const char *const bin_formats[] = {"u", "l", "l"};
+  static const char *const sig_names[] = {"signal"};
+  static const char *const f64_format[] = {"g"};
+  char path[512];
+  snprintf(path, sizeof path, "%s/small.chromdata.zarr", dir);
+  dc_chromdata_writer *w = NULL;
+  CHECK_STATUS(dc_chromdata_writer_create(path, &w), DC_OK);
+  struct ArrowArray a;
+  struct ArrowSchema s;
+
+  /* Bin tracks before the bins table: a state error, the array released. */
+  struct ArrowArray *sig[] = {f64_array(signal, N_BINS)};
+  struct_of(N_BINS, 1, sig, sig_names, f64_format, &a, &s);
+  CHECK_STATUS(dc_chromdata_writer_set_bin_tracks(w, &a, &s), DC_ERR_STATE);
+  CHECK(a.release == NULL);
+  s.release(&s);
+
+  struct ArrowArray *bins[] = {utf8_array(bchrom, N_BINS), i64_array(bstart, N_BINS),
+                               i64_array(bend, N_BINS)};
+  struct_of(N_BINS, 3, bins, bin_names, bin_formats, &a, &s);
+  CHECK_STATUS(dc_chromdata_writer_set_bins(w, &a, &s), DC_OK);
+  s.release(&s);
+  /* Wrong row count, then the real one. */
+  struct ArrowArray *sig2[] = {f64_array(signal, N_BINS - 1)};
+  struct_of(N_BINS - 1, 1, sig2, sig_names, f64_format, &a, &s);
+  CHECK_STATUS(dc_chromdata_writer_set_bin_tracks(w, &a, &s), DC_ERR_INVALID_ARGUMENT);
+  s.release(&s);
+  struct ArrowArray *sig3[] = {f64_array(signal, N_BINS)};
+  struct_of(N_BINS, 1, sig3, sig_names, f64_format, &a, &s);
+  CHECK_STATUS(dc_chromdata_writer_set_bin_tracks(w, &a, &s), DC_OK);
+  s.release(&s);
+
+  /* Intervals (domain: chrom, start, end) under a key that needs a portable name. */
+  const char *tchrom[] = {"chr1", "chrX"};
+  int64_t tstart[] = {0, 60000}, tend[] = {90000, 120000};
+  struct ArrowArray *tads[] = {utf8_array(tchrom, 2), i64_array(tstart, 2), i64_array(tend, 2)};
+  struct_of(2, 3, tads, bin_names, bin_formats, &a, &s);
+  CHECK_STATUS(dc_chromdata_writer_add_table(w, "intervals", "tads v1", "pair", &a, &s),
+               DC_ERR_INVALID_ARGUMENT); /* a pair needs chrom1 ... end2 */
+  CHECK(a.release == NULL);
+  s.release(&s);
+  struct ArrowArray *tads2[] = {utf8_array(tchrom, 2), i64_array(tstart, 2),
+                                i64_array(tend, 2)};
+  struct_of(2, 3, tads2, bin_names, bin_formats, &a, &s);
+  CHECK_STATUS(dc_chromdata_writer_add_table(w, "intervals", "tads v1", "domain", &a, &s), DC_OK);
+  s.release(&s);
+  struct ArrowArray *tads3[] = {utf8_array(tchrom, 2), i64_array(tstart, 2),
+                                i64_array(tend, 2)};
+  struct_of(2, 3, tads3, bin_names, bin_formats, &a, &s);
+  CHECK_STATUS(dc_chromdata_writer_add_table(w, "intervals", "tads v1", "domain", &a, &s),
+               DC_ERR_EXISTS);
+  s.release(&s);
+  struct ArrowArray *pts[] = {f64_array(signal, 3)};
+  struct_of(3, 1, pts, sig_names, f64_format, &a, &s);
+  CHECK_STATUS(dc_chromdata_writer_add_table(w, "points", NULL, NULL, &a, &s),
+               DC_ERR_INVALID_ARGUMENT); /* NULL key */
+  s.release(&s);
+  struct ArrowArray *pts2[] = {f64_array(signal, 3)};
+  struct_of(3, 1, pts2, sig_names, f64_format, &a, &s);
+  CHECK_STATUS(dc_chromdata_writer_add_table(w, "points", "fiducials", NULL, &a, &s), DC_OK);
+  s.release(&s);
+
+  struct ArrowSchema schema;
+  spots_schema(&schema);
+  struct ArrowArray batch;
+  spots_batch(sp, 0, N_SPOTS, &batch);
+  CHECK_STATUS(dc_chromdata_writer_append(w, &batch, &schema), DC_OK);
+  schema.release(&schema);
+  CHECK_STATUS(dc_chromdata_writer_finish(w), DC_OK);
+  dc_chromdata_writer_free(w);
+
+  dc_chromdata *cd = NULL;
+  CHECK_STATUS(dc_chromdata_open(path, &cd), DC_OK);
+  if (!cd) return;
+  struct ArrowArrayStream st;
+  struct ArrowArray b;
+  CHECK_STATUS(dc_chromdata_table(cd, "bin_tracks", &st), DC_OK);
+  CHECK(first_batch(&st, &b) == N_BINS);
+  if (b.release) {
+    const double *v = b.children[0]->buffers[1];
+    for (int i = 0; i < N_BINS; i++) CHECK(v[b.children[0]->offset + i] == signal[i]);
+    b.release(&b);
+  }
+  st.release(&st);
+  CHECK_STATUS(dc_chromdata_table(cd, "intervals/tads v1", &st), DC_OK);
+  CHECK(first_batch(&st, &b) == 2);
+  if (b.release) {
+    const int64_t *v = b.children[1]->buffers[1];
+    CHECK(v[b.children[1]->offset + 1] == 60000);
+    b.release(&b);
+  }
+  st.release(&st);
+  CHECK_STATUS(dc_chromdata_keys(cd, "points", &st), DC_OK);
+  CHECK(first_batch(&st, &b) == 1);
+  if (b.release) {
+    const struct ArrowArray *k = b.children[0];
+    const int32_t *off = k->buffers[1];
+    const char *data = k->buffers[2];
+    CHECK(off[k->offset + 1] - off[k->offset] == 9 &&
+          memcmp(data + off[k->offset], "fiducials", 9) == 0);
+    b.release(&b);
+  }
+  st.release(&st);
+  dc_chromdata_free(cd);
+}
+
 int main(void) {
   char dir[] = "/tmp/dc-cdw-XXXXXX";
   if (!mkdtemp(dir)) return 2;
@@ -295,6 +451,8 @@ int main(void) {
     write_store(path, cases[i].layout, cases[i].float32, &sp);
     check_read_back(path, &sp, cases[i].float32);
   }
+
+  check_small_tables(dir, &sp);
 
   /* An existing store is not replaced without DC_CDW_OVERWRITE, and is with it. */
   snprintf(path, sizeof path, "%s/pc.chromdata.zarr", dir);

@@ -380,6 +380,15 @@ set_bins!(w::ChromDataWriter, bins::Ptr{L.ArrowArray}, schema::Ptr{L.ArrowSchema
     check(L.dc_chromdata_writer_set_bins(handle(w), bins, schema))
 append_spots!(w::ChromDataWriter, batch::Ptr{L.ArrowArray}, schema::Ptr{L.ArrowSchema}) =
     check(L.dc_chromdata_writer_append(handle(w), batch, schema))
+"Bin tracks: one row per bin of the table given to `set_bins!` (moved in)."
+set_bin_tracks!(w::ChromDataWriter, table::Ptr{L.ArrowArray}, schema::Ptr{L.ArrowSchema}) =
+    check(L.dc_chromdata_writer_set_bin_tracks(handle(w), table, schema))
+"A pass-through table: `collection` \"intervals\" (with a `kind`) or \"points\" (`kind = nothing`)."
+add_table!(w::ChromDataWriter, collection::AbstractString, key::AbstractString,
+           kind::Union{AbstractString,Nothing}, table::Ptr{L.ArrowArray},
+           schema::Ptr{L.ArrowSchema}) =
+    check(L.dc_chromdata_writer_add_table(handle(w), collection, key,
+                                          something(kind, ""), table, schema))
 finish!(w::ChromDataWriter) = check(L.dc_chromdata_writer_finish(handle(w)))
 
 end # module

@@ -208,6 +208,16 @@ function dc_chromdata_writer_append(w, batch, schema)
     ccall((:dc_chromdata_writer_append, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, Ptr{ArrowArray}, Ptr{ArrowSchema}), w, batch, schema)
 end
 
+# dc_status dc_chromdata_writer_set_bin_tracks(struct dc_chromdata_writer * w, struct ArrowArray * table, struct ArrowSchema * schema)
+function dc_chromdata_writer_set_bin_tracks(w, table, schema)
+    ccall((:dc_chromdata_writer_set_bin_tracks, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, Ptr{ArrowArray}, Ptr{ArrowSchema}), w, table, schema)
+end
+
+# dc_status dc_chromdata_writer_add_table(struct dc_chromdata_writer * w, const char * collection, const char * key, const char * kind, struct ArrowArray * table, struct ArrowSchema * schema)
+function dc_chromdata_writer_add_table(w, collection, key, kind, table, schema)
+    ccall((:dc_chromdata_writer_add_table, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, Cstring, Cstring, Cstring, Ptr{ArrowArray}, Ptr{ArrowSchema}), w, collection, key, kind, table, schema)
+end
+
 # dc_status dc_chromdata_writer_finish(struct dc_chromdata_writer * w)
 function dc_chromdata_writer_finish(w)
     ccall((:dc_chromdata_writer_finish, libdeltacells), dc_status, (Ptr{dc_chromdata_writer},), w)
