@@ -1260,6 +1260,10 @@ fn bin_tracks_and_pass_through_tables_round_trip() {
             let f = cd.table("points/fiducials").unwrap();
             assert_same(&f, &fiducials, &format!("{short} {ext} points"));
             assert_eq!(cd.info().n_spots, 3);
+            // The independent reader checks the small tables' metadata and row counts.
+            if let Some(py) = python_read(&p) {
+                assert_eq!(py.num_rows(), 3);
+            }
         }
     }
 }

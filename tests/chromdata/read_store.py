@@ -92,6 +92,21 @@ def main():
     assert u["has_cell_id"] == (cell_cats is not None)
     bins = s.table(tables["bins"]["path"])
     assert bins.num_rows == u["n_bins"]
+    # §5.2, §12: bin tracks align with the bins; pass-through tables hold n_rows rows and
+    # live under tables/<collection>/.
+    if tables.get("bin_tracks"):
+        bt = tables["bin_tracks"]
+        t = s.table(bt["path"])
+        assert t.num_rows == bt["n_rows"] == u["n_bins"], "bin_tracks rows"
+        assert [c["name"] for c in bt["columns"]] == t.column_names, "bin_tracks columns"
+    for coll in ("intervals", "points"):
+        keys = [e["key"] for e in tables.get(coll, [])]
+        assert len(set(keys)) == len(keys), f"{coll}: repeated keys"
+        for e in tables.get(coll, []):
+            assert e["path"].startswith(coll + "/"), e["path"]
+            assert s.table(e["path"]).num_rows == e["n_rows"], f"{coll} {e['key']}: n_rows"
+            if coll == "intervals":
+                assert isinstance(e["kind"], str) and e["kind"], "intervals kind"
     chrom_cats = s.table("categories/bins.chrom.parquet").column("category").combine_chunks()
     assert len(chrom_cats) == u["n_chroms"]
     bchrom = bins.column("chrom").combine_chunks()
