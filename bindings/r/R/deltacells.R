@@ -157,7 +157,8 @@ cd_categories <- function(cd, table, column)
 
 cd_write <- function(spots, path, layout = c("primary_coords", "partitioned", "flat"),
                      coord_float32 = FALSE, memory_budget = NULL, threads = NULL,
-                     overwrite = FALSE) {
+                     overwrite = FALSE, bins = NULL, bin_tracks = NULL, intervals = list(),
+                     points = list()) {
   if (!is.data.frame(spots)) stop("'spots' must be a data.frame")
   layout <- match.arg(layout)
   params <- list(memory_budget = memory_budget, coord_float32 = as.numeric(isTRUE(coord_float32)),
@@ -165,6 +166,30 @@ cd_write <- function(spots, path, layout = c("primary_coords", "partitioned", "f
                  threads = threads)
   params <- params[!vapply(params, is.null, TRUE)]
   params <- stats::setNames(as.numeric(unlist(params)), .cd_writer_params[names(params)])
-  .Call(dcr_cd_write, path.expand(path), as.list(spots), params)
+  table_of <- function(x, what) {
+    if (!is.data.frame(x)) stop(sprintf("'%s' must be a data.frame", what))
+    as.list(x)
+  }
+  named <- function(x, what) {
+    if (!is.list(x) || (length(x) && (is.null(names(x)) || any(names(x) == ""))))
+      stop(sprintf("'%s' must be a named list of tables", what))
+    x
+  }
+  extras <- list()
+  if (!is.null(bins)) extras <- c(extras, list(list(0L, NULL, NULL, table_of(bins, "bins"))))
+  if (!is.null(bin_tracks))
+    extras <- c(extras, list(list(1L, NULL, NULL, table_of(bin_tracks, "bin_tracks"))))
+  for (key in names(named(intervals, "intervals"))) {
+    x <- intervals[[key]]
+    kind <- "domain"
+    if (!is.data.frame(x)) {
+      kind <- as.character(x$kind)
+      x <- x$table
+    }
+    extras <- c(extras, list(list(2L, key, kind, table_of(x, paste0("intervals$", key)))))
+  }
+  for (key in names(named(points, "points")))
+    extras <- c(extras, list(list(3L, key, NULL, table_of(points[[key]], paste0("points$", key)))))
+  .Call(dcr_cd_write, path.expand(path), as.list(spots), params, extras)
   invisible(path)
 }

@@ -888,9 +888,41 @@ static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_
   return R_NilValue;
 }
 
+/* One extra table of cd_write: list(op, key, kind, columns) with op 0 = bins, 1 = bin
+ * tracks, 2 = intervals, 3 = points; key / kind are strings or NULL. */
+static void cd_writer_extra(dc_chromdata_writer *w, SEXP wkeep, SEXP e)
+{
+  int op = INTEGER(VECTOR_ELT(e, 0))[0];
+  SEXP key = VECTOR_ELT(e, 1), kind = VECTOR_ELT(e, 2);
+  batch_holder *b = (batch_holder *)calloc(1, sizeof *b);
+  if (!b) Rf_error("out of memory");
+  SEXP bkeep = PROTECT(R_MakeExternalPtr(b, Rf_install("deltacells_batch"), R_NilValue));
+  R_RegisterCFinalizerEx(bkeep, batch_holder_finalizer, TRUE);
+  build_batch(b, VECTOR_ELT(e, 3));
+  dc_status s;
+  const char *fn;
+  if (op == 0) {
+    s = dc_chromdata_writer_set_bins(w, &b->batch, &b->schema); /* batch moved in */
+    fn = "dc_chromdata_writer_set_bins";
+  } else if (op == 1) {
+    s = dc_chromdata_writer_set_bin_tracks(w, &b->batch, &b->schema);
+    fn = "dc_chromdata_writer_set_bin_tracks";
+  } else {
+    s = dc_chromdata_writer_add_table(w, op == 2 ? "intervals" : "points",
+                                      CHAR(STRING_ELT(key, 0)),
+                                      Rf_isNull(kind) ? NULL : CHAR(STRING_ELT(kind, 0)),
+                                      &b->batch, &b->schema);
+    fn = "dc_chromdata_writer_add_table";
+  }
+  batch_holder_finalizer(bkeep); /* schema released */
+  check_writer(s, fn, wkeep);
+  UNPROTECT(1);
+}
+
 /* Writes a spot data.frame (chrom, start, end, trace_id, [cell_id], [x, y, z], ...) as a
- * ChromData store. params: named numeric vector of DC_CDW_* codes (names) and values. */
-static SEXP dcr_cd_write(SEXP path, SEXP spots, SEXP params)
+ * ChromData store. params: named numeric vector of DC_CDW_* codes (names) and values;
+ * extras: list of cd_writer_extra entries (bins first). */
+static SEXP dcr_cd_write(SEXP path, SEXP spots, SEXP params, SEXP extras)
 {
   const char *cpath = string_arg(path, "path");
   batch_holder *b = (batch_holder *)calloc(1, sizeof *b);
@@ -907,6 +939,7 @@ static SEXP dcr_cd_write(SEXP path, SEXP spots, SEXP params)
   for (R_xlen_t k = 0; k < XLENGTH(params); k++)
     check_writer(dc_chromdata_writer_set(w, atoi(CHAR(STRING_ELT(pcodes, k))), (int64_t)REAL(params)[k]),
                  "dc_chromdata_writer_set", wkeep);
+  for (R_xlen_t k = 0; k < XLENGTH(extras); k++) cd_writer_extra(w, wkeep, VECTOR_ELT(extras, k));
   dc_status s = dc_chromdata_writer_append(w, &b->batch, &b->schema); /* batch moved in */
   batch_holder_finalizer(bkeep);                                       /* schema released */
   check_writer(s, "dc_chromdata_writer_append", wkeep);
@@ -950,7 +983,7 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_cd_open", (DL_FUNC)&dcr_cd_open, 1},
     {"dcr_cd_info", (DL_FUNC)&dcr_cd_info, 1},
     {"dcr_cd_query", (DL_FUNC)&dcr_cd_query, 4},
-    {"dcr_cd_write", (DL_FUNC)&dcr_cd_write, 3},
+    {"dcr_cd_write", (DL_FUNC)&dcr_cd_write, 4},
     {NULL, NULL, 0}};
 
 void R_init_deltacells(DllInfo *dll)

@@ -137,6 +137,33 @@ test_that("cd_write writes a store the reader answers from", {
     expect_equal(nrow(cd_chrom(cd, "chr1")), 5)
   }
   expect_error(cd_write(spots, path), class = "deltacells_exists")
+
+  # Bins, bin tracks, intervals and points.
+  bins <- data.frame(chrom = c("chr1", "chr1", "chr1", "chr1", "chr2", "chr2"),
+                     start = c(100L, 200L, 300L, 700L, 500L, 900L),
+                     end = c(200L, 300L, 400L, 800L, 600L, 1000L))
+  tracks <- data.frame(signal = c(0.5, 1.5, 2.5, 3.5, 4.5, 5.5),
+                       label = c("a", "b", "a", "b", "a", "b"), stringsAsFactors = FALSE)
+  tads <- data.frame(chrom = c("chr1", "chr2"), start = c(100L, 500L), end = c(400L, 1000L))
+  loops <- data.frame(chrom1 = "chr1", start1 = 100L, end1 = 200L,
+                      chrom2 = "chr2", start2 = 500L, end2 = 600L)
+  fid <- data.frame(x = c(1, 2), y = c(3, 4))
+  path2 <- file.path(tempdir(), "w-tables.chromdata.zarr")
+  cd_write(spots, path2, overwrite = TRUE, bins = bins, bin_tracks = tracks,
+           intervals = list(tads = tads, loops = list(table = loops, kind = "pair")),
+           points = list(fiducials = fid))
+  cd <- cd_open(path2)
+  expect_equal(cd_table(cd, "bin_tracks")$signal, tracks$signal)
+  expect_equal(as.character(cd_table(cd, "bin_tracks")$label), tracks$label)
+  expect_equal(cd_keys(cd, "intervals"), c("tads", "loops"))
+  expect_equal(cd_table(cd, "intervals/loops")$end2, 600L)
+  expect_equal(cd_table(cd, "points/fiducials")$y, c(3, 4))
+  expect_error(cd_write(spots, file.path(tempdir(), "bad2.cdz"), bin_tracks = tracks),
+               class = "deltacells_state")
+  expect_error(cd_write(spots, file.path(tempdir(), "bad3.cdz"),
+                        intervals = list(x = list(table = tads, kind = "pair"))),
+               class = "deltacells_invalid_argument")
+  expect_false(file.exists(file.path(tempdir(), "bad2.cdz")))
   expect_error(cd_write(spots[, c("chrom", "x")], file.path(tempdir(), "bad.cdz")),
                class = "deltacells_invalid_argument")
   expect_false(file.exists(file.path(tempdir(), "bad.cdz")))
