@@ -127,22 +127,26 @@ static const char *const COL_NAMES[N_COLS] = {"chrom", "start", "end", "trace_id
                                               "x",     "y",     "z",   "spot_tracks/intensity"};
 static const char *const COL_FORMATS[N_COLS] = {"u", "l", "l", "u", "u", "g", "g", "g", "g"};
 
-static void spots_schema(struct ArrowSchema *s) {
+/* A struct schema of `nc` leaf children with static names and formats. */
+static void struct_schema(int nc, const char *const *names, const char *const *formats,
+                          struct ArrowSchema *s) {
   memset(s, 0, sizeof *s);
   s->format = "+s";
   s->name = "";
-  s->n_children = N_COLS;
-  s->children = calloc(N_COLS, sizeof(struct ArrowSchema *));
-  for (int i = 0; i < N_COLS; i++) {
+  s->n_children = nc;
+  s->children = calloc((size_t)nc, sizeof(struct ArrowSchema *));
+  for (int i = 0; i < nc; i++) {
     struct ArrowSchema *c = calloc(1, sizeof *c);
-    c->format = COL_FORMATS[i];
-    c->name = COL_NAMES[i];
+    c->format = formats[i];
+    c->name = names[i];
     c->flags = ARROW_FLAG_NULLABLE;
     c->release = release_leaf_schema;
     s->children[i] = c;
   }
   s->release = release_schema;
 }
+
+static void spots_schema(struct ArrowSchema *s) { struct_schema(N_COLS, COL_NAMES, COL_FORMATS, s); }
 
 /* The logical spots, in input (deliberately not canonical) order. */
 enum { N_SPOTS = 40 };
@@ -287,20 +291,7 @@ static void struct_of(int64_t n, int nc, struct ArrowArray **children, const cha
   for (int i = 0; i < nc; i++) parent->children[i] = children[i];
   *out = *parent;
   free(parent);
-  memset(schema, 0, sizeof *schema);
-  schema->format = "+s";
-  schema->name = "";
-  schema->n_children = nc;
-  schema->children = calloc((size_t)nc, sizeof(struct ArrowSchema *));
-  for (int i = 0; i < nc; i++) {
-    struct ArrowSchema *c = calloc(1, sizeof *c);
-    c->format = formats[i];
-    c->name = names[i];
-    c->flags = ARROW_FLAG_NULLABLE;
-    c->release = release_leaf_schema;
-    schema->children[i] = c;
-  }
-  schema->release = release_schema;
+  struct_schema(nc, names, formats, schema);
 }
 
 /* The one batch of a stream of a single-batch table; 0 rows when absent. */
