@@ -120,15 +120,27 @@ impl PqFile {
         arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| pq_err(&self.path, e))
     }
 
-    /// Decodes one row group with the given top-level columns (in that order), through the
-    /// per-file cache.
-    pub(crate) fn row_group(&self, g: usize, cols: &[usize]) -> Result<RecordBatch> {
-        {
-            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((_, _, b)) = cache.iter().find(|(cg, cc, _)| *cg == g && cc == cols) {
-                return Ok(b.clone());
-            }
+    /// Row group `g` with `cols` from the per-file cache, if there.
+    pub(crate) fn cached(&self, g: usize, cols: &[usize]) -> Option<RecordBatch> {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache
+            .iter()
+            .find(|(cg, cc, _)| *cg == g && cc == cols)
+            .map(|(_, _, b)| b.clone())
+    }
+
+    /// Puts a decoded row group into the per-file cache (the oldest entry leaves).
+    pub(crate) fn remember(&self, g: usize, cols: &[usize], batch: RecordBatch) {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= CACHE_PER_FILE {
+            cache.pop_front();
         }
+        cache.push_back((g, cols.to_vec(), batch));
+    }
+
+    /// Decodes row group `g` with `cols` (in that order), bypassing the cache; safe to call
+    /// from several threads at once.
+    pub(crate) fn decode_group(&self, g: usize, cols: &[usize]) -> Result<RecordBatch> {
         let n_groups = self.meta.metadata().num_row_groups();
         if g >= n_groups {
             return Err(Error::format(format!(
@@ -159,13 +171,7 @@ impl PqFile {
             .iter()
             .map(|c| sorted.binary_search(c).expect("column present"))
             .collect();
-        let batch = batch.project(&order).map_err(|e| pq_err(&self.path, e))?;
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.len() >= CACHE_PER_FILE {
-            cache.pop_front();
-        }
-        cache.push_back((g, cols.to_vec(), batch.clone()));
-        Ok(batch)
+        batch.project(&order).map_err(|e| pq_err(&self.path, e))
     }
 
     /// The whole file, every column (small tables), normalised (§15.4).

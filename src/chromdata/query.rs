@@ -184,28 +184,63 @@ impl FileSet {
     }
 
     /// Reads `names` over global `ranges` (concatenated in order), decoding only the row
-    /// groups that intersect them. Returns one array per name.
+    /// groups that intersect them — those not in the per-file caches in parallel, on the
+    /// library's pool (`DELTACELLS_NUM_THREADS`, else all cores). Returns one array per
+    /// name.
     fn read(&self, names: &[String], ranges: &[(u64, u64)]) -> Result<Vec<ArrayRef>> {
+        let touched = self.touched(ranges);
+        let mut cols_of: HashMap<usize, Vec<usize>> = HashMap::new();
+        for &(p, _) in &touched {
+            if let std::collections::hash_map::Entry::Vacant(v) = cols_of.entry(p) {
+                let file = &self.files[p];
+                v.insert(
+                    names
+                        .iter()
+                        .map(|n| file.column(n))
+                        .collect::<Result<Vec<_>>>()?,
+                );
+            }
+        }
+        let mut groups: Vec<Option<RecordBatch>> = touched
+            .iter()
+            .map(|&(p, l)| self.files[p].cached(l, &cols_of[&p]))
+            .collect();
+        let missing: Vec<usize> = (0..touched.len())
+            .filter(|&i| groups[i].is_none())
+            .collect();
+        let decode = |&i: &usize| {
+            let (p, l) = touched[i];
+            self.files[p].decode_group(l, &cols_of[&p])
+        };
+        let threads = crate::pool::resolve_threads(0);
+        let decoded: Vec<Result<RecordBatch>> = if threads > 1 && missing.len() > 1 {
+            let pool = crate::pool::pool(threads)?;
+            pool.install(|| {
+                use rayon::prelude::*;
+                missing.par_iter().map(decode).collect()
+            })
+        } else {
+            missing.iter().map(decode).collect()
+        };
+        // Into the caches in first-use order, as a sequential read would leave them; the
+        // first error in that order is the one reported.
+        for (&i, r) in missing.iter().zip(decoded) {
+            let b = r?;
+            let (p, l) = touched[i];
+            self.files[p].remember(l, &cols_of[&p], b.clone());
+            groups[i] = Some(b);
+        }
+        let slot: HashMap<(usize, usize), usize> =
+            touched.iter().enumerate().map(|(i, &t)| (t, i)).collect();
         let mut pieces: Vec<Vec<ArrayRef>> = vec![Vec::new(); names.len()];
-        let mut idx_cache: Vec<Option<Vec<usize>>> = vec![None; self.files.len()];
         for &(s, e) in ranges {
             let mut pos = s;
             while pos < e {
                 let g = self.boundaries.partition_point(|&b| b <= pos) - 1;
                 let (gs, ge) = (self.boundaries[g], self.boundaries[g + 1]);
                 let p = self.group_offsets.partition_point(|&x| x <= g as u64) - 1;
-                let file = &self.files[p];
-                if idx_cache[p].is_none() {
-                    idx_cache[p] = Some(
-                        names
-                            .iter()
-                            .map(|n| file.column(n))
-                            .collect::<Result<Vec<_>>>()?,
-                    );
-                }
-                let cols = idx_cache[p].as_ref().expect("filled");
                 let local = (g as u64 - self.group_offsets[p]) as usize;
-                let batch = file.row_group(local, cols)?;
+                let batch = groups[slot[&(p, local)]].as_ref().expect("decoded above");
                 let take = e.min(ge) - pos;
                 let off = pos - gs;
                 for (c, piece) in pieces.iter_mut().enumerate() {
@@ -214,6 +249,7 @@ impl FileSet {
                 pos += take;
             }
         }
+        drop(groups);
         pieces
             .into_iter()
             .map(|p| {
