@@ -3,6 +3,7 @@
 use std::ffi::c_char;
 
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::RecordBatch;
 
 use crate::chromdata::{ChromDataWriter, Layout, WriterOptions};
 use crate::error::{Error, ErrorKind, Result};
@@ -62,6 +63,28 @@ fn with_cdw(
         }
     }
     status
+}
+
+/// Takes `array` (so that it is released on every path), imports it with `schema` as a
+/// record batch named `what` in messages, and hands it to `body` with the writer.
+///
+/// # Safety
+/// `array` is NULL or a valid `struct ArrowArray`; `schema` NULL or a valid
+/// `struct ArrowSchema` describing it; `w` NULL or a live handle.
+unsafe fn with_cdw_batch(
+    w: *mut dc_chromdata_writer,
+    array: *mut FFI_ArrowArray,
+    schema: *mut FFI_ArrowSchema,
+    what: &'static str,
+    body: impl FnOnce(&mut ChromDataWriter, RecordBatch) -> Result<()>,
+) -> dc_status {
+    // SAFETY: per the caller; taken first, so that it is released on every path.
+    let array = unsafe { take_array(array) };
+    with_cdw(w, move |w| {
+        // SAFETY: per the caller.
+        let b = unsafe { import_batch(array, schema, what)? };
+        body(w, b)
+    })
 }
 
 /// Starts writing a ChromData store at `path`: a `*.chromdata.zarr` directory, or a zip
@@ -165,13 +188,8 @@ pub unsafe extern "C" fn dc_chromdata_writer_set_bins(
     bins: *mut FFI_ArrowArray,
     schema: *mut FFI_ArrowSchema,
 ) -> dc_status {
-    // SAFETY: per the caller; taken first, so that it is released on every path.
-    let array = unsafe { take_array(bins) };
-    with_cdw(w, move |w| {
-        // SAFETY: per the caller.
-        let b = unsafe { import_batch(array, schema, "bins")? };
-        w.set_bins(b)
-    })
+    // SAFETY: per the caller.
+    unsafe { with_cdw_batch(w, bins, schema, "bins", |w, b| w.set_bins(b)) }
 }
 
 /// Appends spots in any order: chrom, start, end (or bin_id with bins set), trace_id,
@@ -190,13 +208,8 @@ pub unsafe extern "C" fn dc_chromdata_writer_append(
     batch: *mut FFI_ArrowArray,
     schema: *mut FFI_ArrowSchema,
 ) -> dc_status {
-    // SAFETY: per the caller; taken first, so that it is released on every path.
-    let array = unsafe { take_array(batch) };
-    with_cdw(w, move |w| {
-        // SAFETY: per the caller.
-        let b = unsafe { import_batch(array, schema, "batch")? };
-        w.append(b)
-    })
+    // SAFETY: per the caller.
+    unsafe { with_cdw_batch(w, batch, schema, "batch", |w, b| w.append(b)) }
 }
 
 /// Sets the bin tracks (spec §5.2): one row per bin of the table given with
@@ -216,13 +229,8 @@ pub unsafe extern "C" fn dc_chromdata_writer_set_bin_tracks(
     table: *mut FFI_ArrowArray,
     schema: *mut FFI_ArrowSchema,
 ) -> dc_status {
-    // SAFETY: per the caller; taken first, so that it is released on every path.
-    let array = unsafe { take_array(table) };
-    with_cdw(w, move |w| {
-        // SAFETY: per the caller.
-        let b = unsafe { import_batch(array, schema, "table")? };
-        w.set_bin_tracks(b)
-    })
+    // SAFETY: per the caller.
+    unsafe { with_cdw_batch(w, table, schema, "table", |w, b| w.set_bin_tracks(b)) }
 }
 
 /// Adds a pass-through table (spec §12), stored as given: `collection` is `"intervals"`
@@ -248,9 +256,7 @@ pub unsafe extern "C" fn dc_chromdata_writer_add_table(
     table: *mut FFI_ArrowArray,
     schema: *mut FFI_ArrowSchema,
 ) -> dc_status {
-    // SAFETY: per the caller; taken first, so that it is released on every path.
-    let array = unsafe { take_array(table) };
-    with_cdw(w, move |w| {
+    let body = move |w: &mut ChromDataWriter, b: RecordBatch| {
         // SAFETY: NUL-terminated strings per the caller (NULL is rejected or means none).
         let (collection, key) = unsafe { (str_in(collection, "collection")?, str_in(key, "key")?) };
         let kind = if kind.is_null() {
@@ -259,10 +265,10 @@ pub unsafe extern "C" fn dc_chromdata_writer_add_table(
             // SAFETY: as above.
             Some(unsafe { str_in(kind, "kind")? }).filter(|k| !k.is_empty())
         };
-        // SAFETY: per the caller.
-        let b = unsafe { import_batch(array, schema, "table")? };
         w.add_table(collection, key, kind, b)
-    })
+    };
+    // SAFETY: per the caller.
+    unsafe { with_cdw_batch(w, table, schema, "table", body) }
 }
 
 /// Merges the spilled runs, writes the layout, the index and the metadata, and moves the
