@@ -347,19 +347,7 @@ impl std::fmt::Debug for ChromDataWriter {
 
 /// Temporary sibling name of a write to `name`: hidden, never opened as a store.
 pub(crate) fn temp_name(name: &str) -> String {
-    crate::dataset::paths::temp_dir_name(name, std::process::id(), random_u64())
-}
-
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        h.write_u128(d.as_nanos());
-    }
-    h.finish()
+    crate::dataset::paths::temp_sibling_name(name)
 }
 
 /// Whether `path` names a writer's temporary sibling (the reader refuses to open those).
@@ -419,39 +407,7 @@ impl ChromDataWriter {
         options: WriterOptions,
     ) -> Result<ChromDataWriter> {
         let target = path.as_ref().to_path_buf();
-        let name = target
-            .file_name()
-            .and_then(|n| n.to_str())
-            .filter(|n| !n.is_empty() && *n != "." && *n != "..")
-            .ok_or_else(|| {
-                Error::invalid_argument(format!(
-                    "{}: the target path must end in a UTF-8 name",
-                    target.display()
-                ))
-            })?
-            .to_string();
-        let parent = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        match std::fs::metadata(&parent) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(Error::invalid_argument(format!(
-                    "{}: the parent of the target is not a directory",
-                    parent.display()
-                )))
-            }
-            Err(e) => return Err(Error::io(&parent, &e).context("parent of the target")),
-        }
-        let tmp = loop {
-            let candidate = parent.join(temp_name(&name));
-            match std::fs::create_dir(&candidate) {
-                Ok(()) => break candidate,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::io(&candidate, &e)),
-            }
-        };
+        let (_, _, tmp) = crate::dataset::paths::create_temp_sibling(&target)?;
         let spill = tmp.join(wstore::SPILL_DIR);
         if let Err(e) = std::fs::create_dir(&spill) {
             let _ = std::fs::remove_dir_all(&tmp);

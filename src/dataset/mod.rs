@@ -43,6 +43,55 @@ pub mod paths {
         format!(".{target_name}.tmp-{pid}-{random:016x}")
     }
 
+    /// A fresh temporary sibling name for target `target_name` in this process.
+    pub(crate) fn temp_sibling_name(target_name: &str) -> String {
+        temp_dir_name(target_name, std::process::id(), super::writer::random_u64())
+    }
+
+    /// Checks a write target — its last component is a UTF-8 name (not `.` or `..`), its
+    /// parent (`.` when none) is a directory — and creates a fresh hidden temporary
+    /// sibling directory for the write. Returns (target name, parent, temporary dir).
+    ///
+    /// Errors: `InvalidArgument` (name, parent not a directory), `NotFound` / `Io`.
+    pub(crate) fn create_temp_sibling(
+        target: &Path,
+    ) -> crate::error::Result<(String, std::path::PathBuf, std::path::PathBuf)> {
+        use crate::error::Error;
+        let name = target
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| !n.is_empty() && *n != "." && *n != "..")
+            .ok_or_else(|| {
+                Error::invalid_argument(format!(
+                    "{}: the target path must end in a UTF-8 name",
+                    target.display()
+                ))
+            })?
+            .to_string();
+        let parent = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => std::path::PathBuf::from("."),
+        };
+        match std::fs::metadata(&parent) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::invalid_argument(format!(
+                    "{}: the parent of the target is not a directory",
+                    parent.display()
+                )))
+            }
+            Err(e) => return Err(Error::io(&parent, &e).context("parent of the target")),
+        }
+        loop {
+            let candidate = parent.join(temp_sibling_name(&name));
+            match std::fs::create_dir(&candidate) {
+                Ok(()) => return Ok((name, parent, candidate)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(&candidate, &e)),
+            }
+        }
+    }
+
     /// Whether `path` names a writer's temporary directory (which never opens as a dataset,
     /// even if a write was killed after its manifest was written).
     pub fn is_temp_dir_name(path: &Path) -> bool {

@@ -267,43 +267,7 @@ impl DatasetWriter {
             )));
         }
         let target = path.as_ref().to_path_buf();
-        let name = target
-            .file_name()
-            .and_then(|n| n.to_str())
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| {
-                Error::invalid_argument(format!(
-                    "{}: the target path must end in a UTF-8 directory name",
-                    target.display()
-                ))
-            })?
-            .to_string();
-        let parent = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        match std::fs::metadata(&parent) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(Error::invalid_argument(format!(
-                    "{}: the parent of the target is not a directory",
-                    parent.display()
-                )))
-            }
-            Err(e) => return Err(Error::io(&parent, &e).context("parent of the target")),
-        }
-        let tmp = loop {
-            let candidate = parent.join(paths::temp_dir_name(
-                &name,
-                std::process::id(),
-                random_u64(),
-            ));
-            match std::fs::create_dir(&candidate) {
-                Ok(()) => break candidate,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::io(&candidate, &e)),
-            }
-        };
+        let (_, _, tmp) = paths::create_temp_sibling(&target)?;
         let tiles = tmp.join(paths::TILES_DIR);
         if let Err(e) = std::fs::create_dir(&tiles) {
             let _ = std::fs::remove_dir_all(&tmp);
