@@ -274,7 +274,7 @@ fn child_write(v: &[String]) {
         "parquet" => {
             let props = WriterProperties::builder()
                 .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap()))
-                .set_max_row_group_size(FLAT_ROW_GROUP)
+                .set_max_row_group_row_count(Some(FLAT_ROW_GROUP))
                 .build();
             let mut w: Option<ArrowWriter<File>> = None;
             let mut n = 0;

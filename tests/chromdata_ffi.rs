@@ -6,7 +6,7 @@ mod chromdata_common;
 use std::ffi::{c_char, CStr, CString};
 use std::ptr;
 
-use arrow_array::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
+use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
 use arrow_array::{RecordBatch, RecordBatchReader};
 use chromdata_common::*;
 use deltacells::chromdata::{CatValue, ChromData, Columns};
@@ -21,7 +21,7 @@ fn last_error() -> String {
 
 fn read_stream(mut s: FFI_ArrowArrayStream) -> RecordBatch {
     // SAFETY: a stream exported by the library.
-    let r = unsafe { ArrowArrayStreamReader::from_raw(&mut s) }.unwrap();
+    let r = unsafe { RecordBatchStreamReader::from_raw(&mut s) }.unwrap();
     let schema = r.schema();
     let batches: Vec<RecordBatch> = r.collect::<Result<_, _>>().unwrap();
     arrow_select::concat::concat_batches(&schema, &batches).unwrap()
@@ -196,7 +196,7 @@ fn c_errors_and_argument_checks() {
     let st = unsafe { dc_chromdata_get_trace(h, bad.as_ptr(), ptr::null(), 0, &mut s) };
     assert_eq!(st, DC_ERR_NOT_FOUND);
     assert!(last_error().contains("t0"), "{}", last_error());
-    assert!(s.release.is_none(), "out written on error");
+    assert!(s.release().is_none(), "out written on error");
     // No cell_id.
     // SAFETY: valid arguments.
     let st = unsafe { dc_chromdata_get_cell(h, bad.as_ptr(), ptr::null(), 0, &mut s) };
@@ -246,7 +246,7 @@ fn c_errors_and_argument_checks() {
         unsafe { dc_chromdata_keys(h, kind.as_ptr(), &mut s) },
         DC_ERR_INVALID_ARGUMENT
     );
-    assert!(s.release.is_none());
+    assert!(s.release().is_none());
     // SAFETY: live handle; then NULL is a no-op.
     unsafe {
         dc_chromdata_free(h);

@@ -853,7 +853,10 @@ fn var_table_round_trip_in_output_order() {
         Field::new("gene_ids", DataType::Utf8, false),
         Field::new("n_cells", DataType::Int64, true),
     ])
-    .with_metadata([("pandas".to_string(), pandas.to_string())].into());
+    .with_metadata(std::collections::HashMap::from([(
+        "pandas".to_string(),
+        pandas.to_string(),
+    )]));
     let table = RecordBatch::try_new(
         Arc::new(schema),
         vec![

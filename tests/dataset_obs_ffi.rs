@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::ffi::{to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
-use arrow_array::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
+use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{
     Array, ArrayRef, DictionaryArray, Int64Array, RecordBatch, StringArray, StructArray,
@@ -63,7 +63,7 @@ fn obs_rows(a: usize, b: usize) -> RecordBatch {
 /// Reads a stream to the end (the stream is consumed).
 fn drain(stream: &mut FFI_ArrowArrayStream) -> Vec<RecordBatch> {
     // SAFETY: a valid stream produced by the library; ownership moves to the reader.
-    let reader = unsafe { ArrowArrayStreamReader::from_raw(stream) }.unwrap();
+    let reader = unsafe { RecordBatchStreamReader::from_raw(stream) }.unwrap();
     reader.collect::<Result<Vec<_>, _>>().unwrap()
 }
 
@@ -115,7 +115,8 @@ fn obs_and_var_through_the_c_abi() {
                         "pandas".to_string(),
                         "{\"index_columns\":[\"gene\"]}".to_string(),
                     )]
-                    .into(),
+                    .into_iter()
+                    .collect::<std::collections::HashMap<_, _>>(),
                 ),
             ),
             vec![Arc::new(StringArray::from(vec!["g0", "g1", "g2", "g3"]))],
@@ -168,7 +169,7 @@ fn obs_and_var_through_the_c_abi() {
             DC_ERR_NOT_FOUND
         );
         assert!(last_error().contains("nope"), "{}", last_error());
-        assert!(unused.release.is_none(), "not written on error");
+        assert!(unused.release().is_none(), "not written on error");
         let nulls: [*const c_char; 1] = [ptr::null()];
         assert_eq!(
             dc_dataset_obs(ds, nulls.as_ptr(), 1, &mut unused),
@@ -212,7 +213,7 @@ fn obs_and_var_through_the_c_abi() {
             .collect();
         assert_eq!(n, (0..8).collect::<Vec<i64>>());
         // SAFETY: a valid stream from the library.
-        let var_reader = ArrowArrayStreamReader::from_raw(&mut var_stream).unwrap();
+        let var_reader = RecordBatchStreamReader::from_raw(&mut var_stream).unwrap();
         // arrow-rs rebuilds each imported batch's schema without metadata; the stream's
         // schema carries it.
         use arrow_array::RecordBatchReader;

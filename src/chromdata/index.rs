@@ -99,7 +99,7 @@ impl ArrayReader {
         // zarrs may fan out over chunks with rayon: keep that off the global pool.
         let pool = crate::pool::pool(2)?;
         let v: Vec<T> = pool
-            .install(|| array.retrieve_array_subset_elements::<T>(&array.subset_all()))
+            .install(|| array.retrieve_array_subset::<Vec<T>>(&array.subset_all()))
             .map_err(|e| zerr(&e))?;
         if v.len() as u64 != n {
             return Err(Error::format(format!(

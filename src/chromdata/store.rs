@@ -322,21 +322,40 @@ fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 pub(crate) struct ZarrsStorage(pub(crate) Arc<Store>);
 
 impl zarrs::storage::ReadableStorageTraits for ZarrsStorage {
-    fn get_partial_values_key(
-        &self,
+    fn get_partial_many<'a>(
+        &'a self,
         key: &zarrs::storage::StoreKey,
-        byte_ranges: &[zarrs::storage::byte_range::ByteRange],
-    ) -> std::result::Result<Option<Vec<Bytes>>, zarrs::storage::StorageError> {
+        byte_ranges: zarrs::storage::byte_range::ByteRangeIterator<'a>,
+    ) -> std::result::Result<zarrs::storage::MaybeBytesIterator<'a>, zarrs::storage::StorageError>
+    {
         let path = key.as_str();
         if !self.0.exists(path) {
             return Ok(None);
         }
-        let bytes = self
-            .0
-            .read(path)
-            .map_err(|e| zarrs::storage::StorageError::Other(e.message))?;
-        let out = zarrs::storage::byte_range::extract_byte_ranges(&bytes, byte_ranges)?;
-        Ok(Some(out.into_iter().map(Bytes::from).collect()))
+        let bytes = Bytes::from(
+            self.0
+                .read(path)
+                .map_err(|e| zarrs::storage::StorageError::Other(e.message))?,
+        );
+        let len = bytes.len() as u64;
+        Ok(Some(Box::new(byte_ranges.map(move |range| {
+            use zarrs::storage::byte_range::ByteRange;
+            let (start, end) = match range {
+                ByteRange::FromStart(off, None) => (off, len),
+                ByteRange::FromStart(off, Some(n)) => (off, off.saturating_add(n)),
+                ByteRange::Suffix(n) => (len.saturating_sub(n), if n > len { 0 } else { len }),
+            };
+            if start > end || end > len {
+                return Err(
+                    zarrs::storage::byte_range::InvalidByteRangeError::new(range, len).into(),
+                );
+            }
+            Ok(bytes.slice(start as usize..end as usize))
+        }))))
+    }
+
+    fn supports_get_partial(&self) -> bool {
+        true
     }
 
     fn size_key(

@@ -1349,7 +1349,10 @@ fn compact(a: ArrayRef) -> ArrayRef {
         return a;
     }
     let mut m = arrow_data::transform::MutableArrayData::new(vec![&data], false, a.len());
-    m.extend(0, 0, a.len());
+    // A copy that cannot fit the offsets keeps the original (it only pins more memory).
+    if m.try_extend(0, 0, a.len()).is_err() {
+        return a;
+    }
     arrow_array::make_array(m.freeze())
 }
 

@@ -676,7 +676,7 @@ fn buffered_row_bytes(types: &[DataType], str_bytes: u64) -> u64 {
 fn props(dict_off: &[String]) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
-        .set_max_row_group_size(usize::MAX)
+        .set_max_row_group_row_count(None)
         .set_created_by("libdeltacells".to_string());
     for c in dict_off {
         b = b.set_column_dictionary_enabled(ColumnPath::from(c.as_str()), false);
@@ -856,19 +856,16 @@ impl ZarrArray1 {
         let chunk = n.clamp(1, INDEX_CHUNK);
         let (dt, fill) = if int64 {
             (
-                zarrs::array::DataType::Int64,
+                zarrs::array::data_type::int64(),
                 zarrs::array::FillValue::from(0i64),
             )
         } else {
             (
-                zarrs::array::DataType::Int32,
+                zarrs::array::data_type::int32(),
                 zarrs::array::FillValue::from(0i32),
             )
         };
-        let grid: zarrs::array::ChunkGrid = vec![chunk]
-            .try_into()
-            .map_err(|e| zarr_err(path, format!("{e:?}")))?;
-        let array = zarrs::array::ArrayBuilder::new(vec![n], dt, grid, fill)
+        let array = zarrs::array::ArrayBuilder::new(vec![n], [chunk], dt, fill)
             .array_to_bytes_codec(Arc::new(BytesCodec::little()))
             .bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(3, false))])
             .build(store.clone(), &format!("/{path}"))
@@ -887,7 +884,7 @@ impl ZarrArray1 {
 
     fn store_chunk<T: zarrs::array::Element>(&self, i: u64, data: &[T]) -> Result<()> {
         self.array
-            .store_chunk_elements(&[i], data)
+            .store_chunk(&[i], data)
             .map_err(|e| zarr_err(&self.path, e))
     }
 }

@@ -411,7 +411,7 @@ fn shard_properties(max_rows: usize) -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_statistics_enabled(EnabledStatistics::None)
-        .set_max_row_group_size(max_rows.max(1))
+        .set_max_row_group_row_count(Some(max_rows.max(1)))
         .build()
 }
 
