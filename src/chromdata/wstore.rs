@@ -24,11 +24,10 @@ use super::spec::{
     SmallTable, ValueType, AXES,
 };
 use super::wcol::{self, ColState, FinalType, Group, Slot};
-use super::writer::{
-    spill_batch_rows, temp_name, PassTable, RunData, RunOrder, RunReader, RunSource,
-};
+use super::writer::{spill_batch_rows, PassTable, RunData, RunOrder, RunReader, RunSource};
 use super::Layout;
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::fs;
 
 /// Spill directory inside the temporary store directory (removed before publishing).
 pub(crate) const SPILL_DIR: &str = "_spill";
@@ -884,7 +883,7 @@ fn write_json(path: &Path, doc: &impl serde::Serialize) -> Result<()> {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
     }
-    std::fs::write(path, spec::to_json(doc)?).map_err(|e| Error::io(path, &e))
+    fs::write_synced(path, &spec::to_json(doc)?)
 }
 
 /// Writes `<dir>/zarr.json` of a group with these attributes.
@@ -1870,81 +1869,30 @@ fn write_cdz(dir: &Path, out: &Path) -> Result<()> {
     f.sync_all().map_err(|e| Error::io(out, &e))
 }
 
-fn sync_dir(p: &Path) {
-    if let Ok(f) = File::open(p) {
-        let _ = f.sync_all();
-    }
-}
-
 /// Moves the finished tree in `tmp` to `target` (as a `.cdz` when the target ends in it).
 fn publish(tmp: &Path, target: &Path, overwrite: bool) -> Result<()> {
-    let parent = target
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
+    let existing = if overwrite {
+        fs::Existing::Replace
+    } else {
+        fs::Existing::Keep
+    };
+    let cdz = target
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("cdz"));
+    if !cdz {
+        return fs::publish_dir(tmp, target, existing);
+    }
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let exists = std::fs::symlink_metadata(target).is_ok();
-    if exists && !overwrite {
-        return Err(Error::new(
-            ErrorKind::Exists,
-            format!("{}: exists and overwrite is off", target.display()),
-        ));
+    let tmpzip = fs::parent_of(target).join(fs::fresh_temp_name(&name));
+    if let Err(e) =
+        write_cdz(tmp, &tmpzip).and_then(|_| fs::publish_file(&tmpzip, target, existing))
+    {
+        let _ = std::fs::remove_file(&tmpzip);
+        return Err(e);
     }
-    let cdz = target
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("cdz"));
-    if cdz {
-        let tmpzip = parent.join(temp_name(&name));
-        if let Err(e) = write_cdz(tmp, &tmpzip) {
-            let _ = std::fs::remove_file(&tmpzip);
-            return Err(e);
-        }
-        if exists && std::fs::metadata(target).is_ok_and(|m| m.is_dir()) {
-            let _ = std::fs::remove_file(&tmpzip);
-            return Err(Error::new(
-                ErrorKind::Exists,
-                format!(
-                    "{}: is a directory; refusing to replace it with a .cdz",
-                    target.display()
-                ),
-            ));
-        }
-        std::fs::rename(&tmpzip, target).map_err(|e| {
-            let _ = std::fs::remove_file(&tmpzip);
-            Error::io(target, &e)
-        })?;
-        let _ = std::fs::remove_dir_all(tmp);
-    } else {
-        let mut old = None;
-        if exists {
-            let aside = parent.join(temp_name(&name));
-            std::fs::rename(target, &aside).map_err(|e| Error::io(target, &e))?;
-            old = Some(aside);
-        }
-        // Make the tree durable before it becomes visible.
-        for m in member_list(tmp)? {
-            if let Ok(f) = File::open(tmp.join(&m)) {
-                let _ = f.sync_all();
-            }
-        }
-        if let Err(e) = std::fs::rename(tmp, target) {
-            if let Some(o) = &old {
-                let _ = std::fs::rename(o, target);
-            }
-            return Err(Error::io(target, &e));
-        }
-        if let Some(o) = old {
-            if o.is_dir() {
-                let _ = std::fs::remove_dir_all(&o);
-            } else {
-                let _ = std::fs::remove_file(&o);
-            }
-        }
-    }
-    sync_dir(&parent);
+    let _ = std::fs::remove_dir_all(tmp);
     Ok(())
 }
