@@ -38,6 +38,18 @@ for q in store["queries"]:
                 df[f.name] = df[f.name].map({True: "TRUE", False: "FALSE"})
         df.to_csv(os.path.join(out, want.pop(key)), index=False, na_rep="NA")
 assert not want, f"expected answers not found: {want}"
+# A store whose int64 column holds 2^53 + 1 (no exact double) and -2^62 (exact): the R
+# reader's int64 rule (tests/testthat/test-chromdata.R).
+sys.path.insert(0, "tests/chromdata")
+import numpy as np
+import make_stores as ms
+ds = ms.make_dataset("big", np.random.default_rng(7), n_cells=2, n_traces=3, has_coords=True,
+                     coord_dtype="float64")
+spot_id = ds["spots"]["spot_id"].to_numpy().copy()
+spot_id[0], spot_id[1] = 2**53 + 1, -(2**62)
+ds["spots"]["spot_id"] = spot_id
+assert ds["spots"]["trace_id"].iloc[0] == "t0" and ds["spots"]["trace_id"].iloc[1] == "t0"
+ms.write_store(ds, os.path.join(root, "big_int64.chromdata.zarr"), "flat")
 PY
 export DELTACELLS_TEST_STORES=$work/stores DELTACELLS_REQUIRE_STORES=1
 
