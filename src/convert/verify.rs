@@ -47,23 +47,16 @@ fn check_rows(indptr: &[i64], indices: &[i32], values: &[i32]) -> Option<String>
     None
 }
 
-/// Verifies the dataset at `root` with `threads` threads (0 = default). `observer` hears of
-/// the tiles checked ([`Stage::Verify`], in tiles, from the pool's threads); a cancel is
-/// reported as a problem and stops the tile checks.
-pub fn verify_dataset(root: &Path, threads: usize, observer: &dyn Observer) -> VerifyReport {
-    let mut rep = VerifyReport::default();
-    let ds = match Dataset::open(root) {
-        Ok(d) => d,
-        Err(e) => {
-            rep.problems.push(e.message);
-            return rep;
-        }
-    };
-    ds.set_tile_cache(0);
-    ds.set_threads(1);
-    let info = ds.info();
-    rep.n_tiles = info.n_tiles;
-    let tiles: Vec<u64> = (0..info.n_tiles).collect();
+/// Decodes and checks every tile on `threads` threads, adding to `rep`; false if the
+/// observer cancelled before the first tile.
+fn check_tiles(
+    ds: &Dataset,
+    threads: usize,
+    observer: &dyn Observer,
+    rep: &mut VerifyReport,
+) -> bool {
+    let n_tiles = rep.n_tiles;
+    let tiles: Vec<u64> = (0..n_tiles).collect();
     let checked = AtomicU64::new(0);
     let tick = |done| {
         progress::report(
@@ -72,13 +65,13 @@ pub fn verify_dataset(root: &Path, threads: usize, observer: &dyn Observer) -> V
                 stage: Stage::Verify,
                 unit: Unit::Tiles,
                 done,
-                total: Some(info.n_tiles),
+                total: Some(n_tiles),
             },
         )
     };
     if let Err(e) = tick(0) {
         rep.problems.push(e.message);
-        return rep;
+        return false;
     }
     let results = pool::map(pool::resolve_threads(threads), tiles, |t| {
         let (_, cells, nnz) = ds.tile_bounds(t)?;
@@ -109,6 +102,28 @@ pub fn verify_dataset(root: &Path, threads: usize, observer: &dyn Observer) -> V
             }
         }
         Err(e) => rep.problems.push(e.message),
+    }
+    true
+}
+
+/// Verifies the dataset at `root` with `threads` threads (0 = default). `observer` hears of
+/// the tiles checked ([`Stage::Verify`], in tiles, from the pool's threads); a cancel is
+/// reported as a problem and stops the tile checks.
+pub fn verify_dataset(root: &Path, threads: usize, observer: &dyn Observer) -> VerifyReport {
+    let mut rep = VerifyReport::default();
+    let ds = match Dataset::open(root) {
+        Ok(d) => d,
+        Err(e) => {
+            rep.problems.push(e.message);
+            return rep;
+        }
+    };
+    ds.set_tile_cache(0);
+    ds.set_threads(1);
+    let info = ds.info();
+    rep.n_tiles = info.n_tiles;
+    if !check_tiles(&ds, threads, observer, &mut rep) {
+        return rep;
     }
     // The tiles directory holds exactly the listed tiles.
     let tiles_dir = root.join(paths::TILES_DIR);

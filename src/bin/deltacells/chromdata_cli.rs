@@ -8,8 +8,8 @@ use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use deltacells::chromdata::{fofct, ChromData, Columns, Layout, WriterOptions};
 use deltacells::{Error, Result};
 
-use super::progress_bar::Bar;
-use super::{summary, Args};
+use super::args::Args;
+use super::console::{self, summary, Bar};
 
 pub const HELP: &str = "usage:
   deltacells chromdata info STORE
@@ -271,7 +271,7 @@ pub fn import_fofct(a: &Args) -> Result<()> {
     };
     let t = std::time::Instant::now();
     let n = {
-        let bar = Bar::new(out, Bar::wanted(crate::quiet()));
+        let bar = Bar::new(out, Bar::wanted(console::quiet()));
         fofct::import_observed(table, out, options, &bar)?
     };
     summary!(

@@ -23,17 +23,13 @@ use deltacells::dataset::{self, Dataset, WriterOptions};
 use deltacells::tile::{self, EncodeOptions, Tile, ValuesOut};
 use deltacells::{Error, Result};
 
+mod args;
 mod chromdata_cli;
-mod progress_bar;
+mod console;
 
-use progress_bar::Bar;
+use console::{quiet, summary, Bar};
 
-/// `--quiet`: nothing on standard output or error but errors (no progress, no summaries).
-static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-fn quiet() -> bool {
-    QUIET.load(std::sync::atomic::Ordering::Relaxed)
-}
+use args::Args;
 
 /// `println!` that ignores a closed stdout (`deltacells info | head` must not panic).
 macro_rules! say {
@@ -41,17 +37,6 @@ macro_rules! say {
         let _ = writeln!(std::io::stdout().lock(), $($t)*);
     }};
 }
-
-/// A summary line of a command that produces files (convert, export, verify, ...): like
-/// `say!`, but nothing with `--quiet`.
-macro_rules! summary {
-    ($($t:tt)*) => {{
-        if !crate::quiet() {
-            let _ = writeln!(std::io::stdout().lock(), $($t)*);
-        }
-    }};
-}
-pub(crate) use summary;
 
 /// `print!` that ignores a closed stdout.
 macro_rules! say_nolf {
@@ -192,75 +177,6 @@ Examples:
   deltacells tile encode filtered_feature_bc_matrix/ all.dct --level 19 --chunks 8
   deltacells tile info all.dct
   deltacells tile verify all.dct --against filtered_feature_bc_matrix/";
-
-const FLAG_NAMES: [&str; 8] = [
-    "--no-sort-genes",
-    "--help",
-    "-h",
-    "--overwrite",
-    "--tiles",
-    "--float32",
-    "--quiet",
-    "-q",
-];
-
-/// Options every command takes.
-const GLOBAL_OPTIONS: [&str; 2] = ["--quiet", "-q"];
-
-/// Parsed command line: positional words and `--name [value]` options.
-struct Args {
-    words: Vec<String>,
-    opts: Vec<(String, Option<String>)>,
-}
-
-impl Args {
-    fn parse(raw: Vec<String>) -> Args {
-        const FLAGS: [&str; 8] = FLAG_NAMES;
-        let (mut words, mut opts) = (Vec::new(), Vec::new());
-        let mut it = raw.into_iter();
-        while let Some(a) = it.next() {
-            if a.starts_with("--") || a == "-h" || a == "-q" {
-                let v = if FLAGS.contains(&a.as_str()) {
-                    None
-                } else {
-                    it.next()
-                };
-                opts.push((a, v));
-            } else {
-                words.push(a);
-            }
-        }
-        Args { words, opts }
-    }
-    fn flag(&self, name: &str) -> bool {
-        self.opts.iter().any(|(n, _)| n == name)
-    }
-    fn value(&self, name: &str) -> Option<&str> {
-        self.opts
-            .iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| v.as_deref())
-    }
-    fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T> {
-        match self.value(name) {
-            None => Ok(default),
-            Some(v) => v.parse().map_err(|_| {
-                Error::invalid_argument(format!("{name}: '{v}' is not a valid number"))
-            }),
-        }
-    }
-    fn check_known(&self, known: &[&str]) -> Result<()> {
-        for (n, v) in &self.opts {
-            if !known.contains(&n.as_str()) && !GLOBAL_OPTIONS.contains(&n.as_str()) {
-                return Err(Error::invalid_argument(format!("unknown option {n}")));
-            }
-            if v.is_none() && !FLAG_NAMES.contains(&n.as_str()) {
-                return Err(Error::invalid_argument(format!("{n} needs a value")));
-            }
-        }
-        Ok(())
-    }
-}
 
 fn read_input(path: &Path, sort_genes: bool) -> Result<CellMatrix> {
     let matrix = if path.is_dir() {
@@ -728,10 +644,7 @@ fn help_for(cmd: &str) -> &'static str {
 
 fn run(raw: Vec<String>) -> Result<()> {
     let a = Args::parse(raw);
-    QUIET.store(
-        a.flag("--quiet") || a.flag("-q"),
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    console::set_quiet(a.flag("--quiet") || a.flag("-q"));
     let first = a.words.first().map(String::as_str);
     if first == Some("help") {
         say!("{}", help_for(a.words.get(1).map_or("", String::as_str)));

@@ -1,13 +1,38 @@
-//! Progress display of the `deltacells` tool: an [`Observer`] of the library's progress
-//! reports drawn with indicatif on standard error — only when standard error is a terminal
-//! and `--quiet` was not given; otherwise it draws nothing (and costs next to nothing).
+//! What the `deltacells` tool shows besides its results: `--quiet`, summaries, and the
+//! progress display — an [`Observer`] of the library's progress reports drawn with
+//! indicatif on standard error, only when standard error is a terminal and `--quiet` was
+//! not given; otherwise it draws nothing (and costs next to nothing).
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use deltacells::progress::{Observer, Progress, Stage, Unit};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+
+/// `--quiet`: nothing on standard output or error but errors (no progress, no summaries).
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// A summary line of a command that produces files (convert, export, verify, ...): like
+/// `println!` (a closed stdout is not an error), but nothing with `--quiet`.
+macro_rules! summary {
+    ($($t:tt)*) => {{
+        if !$crate::console::quiet() {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stdout().lock(), $($t)*);
+        }
+    }};
+}
+pub(crate) use summary;
 
 /// A progress bar (or spinner, for stages without a count) labelled `what`.
 pub struct Bar {
