@@ -287,8 +287,9 @@ dc_var_table <- function(ds) {
   .as_data_frame(cols, index)
 }
 
-dc_write <- function(mat, path, obs = NULL, var_names = rownames(mat), tile_size = NULL,
-                     n_chunks = NULL, zstd_level = NULL, threads = NULL, overwrite = FALSE) {
+dc_write <- function(mat, path, obs = NULL, var = NULL, var_names = rownames(mat),
+                     tile_size = NULL, n_chunks = NULL, zstd_level = NULL, threads = NULL,
+                     overwrite = FALSE) {
   path <- .check_string(path, "path")
   if (!methods::is(mat, "Matrix") && !is.matrix(mat))
     .dc_arg_stop("'mat' must be a sparse (dgCMatrix) or dense matrix, genes x cells")
@@ -313,6 +314,20 @@ dc_write <- function(mat, path, obs = NULL, var_names = rownames(mat), tile_size
     index_col <- stats::setNames(list(as.character(cell_names)), index)
     obs <- if (is.null(obs)) index_col else c(index_col, as.list(obs))
   }
+  if (!is.null(var)) {
+    if (!is.data.frame(var)) .dc_arg_stop("'var' must be a data.frame")
+    if (nrow(var) != nrow(mat))
+      .dc_arg_stop(sprintf("'var' must have one row per gene (row of 'mat'): %d rows, %d genes",
+                           nrow(var), nrow(mat)))
+    # The gene names (var row.names, else rownames(mat)) are stored as its index column.
+    gene_names <- if (.row_names_info(var) < 0L) rownames(mat) else rownames(var)
+    if (!is.null(gene_names)) {
+      if (.default_index %in% names(var))
+        .dc_arg_stop(sprintf("'var' has a column '%s', the name the gene names (row.names) are stored under",
+                             .default_index))
+      var <- c(stats::setNames(list(as.character(gene_names)), .default_index), as.list(var))
+    }
+  }
   if (!is.null(var_names)) var_names <- as.character(var_names)
   params <- .params(list(tile_size = .check_count(tile_size, "tile_size", 1),
                          n_chunks = .check_count(n_chunks, "n_chunks", 1),
@@ -321,7 +336,8 @@ dc_write <- function(mat, path, obs = NULL, var_names = rownames(mat), tile_size
                          overwrite = as.numeric(.check_flag(overwrite, "overwrite"))),
                     .writer_params)
   .Call(dcr_write, path.expand(path), as.numeric(nrow(mat)), mat@p, mat@i, mat@x, var_names,
-        if (is.null(obs)) NULL else as.list(obs), params)
+        if (is.null(obs)) NULL else as.list(obs), if (is.null(var)) NULL else as.list(var),
+        params)
   invisible(path)
 }
 

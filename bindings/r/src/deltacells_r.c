@@ -1157,10 +1157,27 @@ static void append_cells(dc_writer *w, SEXP wkeep, SEXP p, SEXP i, SEXP x)
   }
 }
 
-/* Writes a dgCMatrix (genes x cells; slots i, p, x) with optional var names and obs.
- * params: list(codes = DC_WRITER_* integer codes, values = double). */
+/* A table argument (a list of columns, or NULL) as a batch of `rows` rows, built before
+ * any library call; *keep (protected by the caller) holds it. NULL for NULL. */
+static batch_holder *table_arg(SEXP df, const char *what, R_xlen_t rows, const char *rows_are,
+                               SEXP *keep)
+{
+  *keep = R_NilValue;
+  if (Rf_isNull(df)) return NULL;
+  batch_holder *b = new_batch(keep);
+  PROTECT(*keep);
+  build_batch(b, df, what); /* R errors (bad column types) before any library call */
+  if (b->batch.length != rows)
+    dcr_error("'%s' has %ld rows, the matrix %ld %s", what, (long)b->batch.length, (long)rows,
+              rows_are);
+  UNPROTECT(1);
+  return b;
+}
+
+/* Writes a dgCMatrix (genes x cells; slots i, p, x) with optional var names, obs and var
+ * table. params: list(codes = DC_WRITER_* integer codes, values = double). */
 static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_names,
-                      SEXP obs, SEXP params)
+                      SEXP obs, SEXP var, SEXP params)
 {
   const char *cpath = string_arg(path, "path");
   int64_t genes = int64_arg(n_genes, "n_genes", 0, UINT32_MAX);
@@ -1168,18 +1185,11 @@ static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_
   size_t n_names = 0;
   const char *const *names = strings_arg(var_names, &n_names, "var_names");
   params_arg pa = params_of(params);
-  SEXP bkeep = R_NilValue;
-  batch_holder *b = NULL;
-  if (!Rf_isNull(obs)) {
-    b = new_batch(&bkeep);
-    PROTECT(bkeep);
-    build_batch(b, obs, "obs"); /* R errors (bad column types) before any library call */
-    if (b->batch.length != XLENGTH(p) - 1)
-      dcr_error("'obs' has %ld rows, the matrix %ld cells (columns)", (long)b->batch.length,
-               (long)(XLENGTH(p) - 1));
-  } else {
-    PROTECT(bkeep);
-  }
+  SEXP bkeep, vkeep;
+  batch_holder *b = table_arg(obs, "obs", XLENGTH(p) - 1, "cells (columns)", &bkeep);
+  PROTECT(bkeep);
+  batch_holder *v = table_arg(var, "var", (R_xlen_t)genes, "genes (rows)", &vkeep);
+  PROTECT(vkeep);
 
   dc_writer *w = NULL;
   DCR_CHECK(dc_writer_create(cpath, (uint32_t)genes, &w), "dc_writer_create");
@@ -1194,9 +1204,14 @@ static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_
     batch_holder_finalizer(bkeep);                                  /* schema released */
     check_writer(s, "dc_writer_append_obs", wkeep);
   }
+  if (v) {
+    dc_status s = dc_writer_set_var_table(w, &v->batch, &v->schema); /* batch moved in */
+    batch_holder_finalizer(vkeep);                                     /* schema released */
+    check_writer(s, "dc_writer_set_var_table", wkeep);
+  }
   check_writer(dc_writer_finish(w), "dc_writer_finish", wkeep);
   writer_finalizer(wkeep);
-  UNPROTECT(2);
+  UNPROTECT(3);
   return R_NilValue;
 }
 
@@ -1302,7 +1317,7 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_read_cells", (DL_FUNC)&dcr_read_cells, 2},
     {"dcr_obs", (DL_FUNC)&dcr_obs, 3},
     {"dcr_var_table", (DL_FUNC)&dcr_var_table, 2},
-    {"dcr_write", (DL_FUNC)&dcr_write, 8},
+    {"dcr_write", (DL_FUNC)&dcr_write, 9},
     {"dcr_cd_open", (DL_FUNC)&dcr_cd_open, 1},
     {"dcr_cd_info", (DL_FUNC)&dcr_cd_info, 1},
     {"dcr_cd_query", (DL_FUNC)&dcr_cd_query, 5},
