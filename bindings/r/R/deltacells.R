@@ -485,6 +485,41 @@ cd_categories <- function(cd, table, column) {
   cols[[1]]
 }
 
+# Iteration over a store in batches of whole traces (runs: one trace in one cell and
+# chromosome) or whole cells, in stored order, reading row group by row group: cd_next
+# returns each batch as a data.frame (as cd_trace does), then NULL.
+cd_iter_traces <- function(cd, batch = 100, columns = NULL) .cd_iter(cd, 0L, batch, columns)
+
+cd_iter_cells <- function(cd, batch = 10, columns = NULL) .cd_iter(cd, 1L, batch, columns)
+
+.cd_iter <- function(cd, what, batch, columns) {
+  ptr <- .Call(dcr_cd_iter, .cd_ptr(cd), what, .check_count(batch, "batch", 1),
+               .check_columns(columns))
+  state <- new.env(parent = emptyenv())
+  state$ptr <- ptr
+  state$done <- FALSE
+  structure(list(state = state, what = if (what == 0L) "traces" else "cells"),
+            class = "deltacells_cd_iter")
+}
+
+cd_next <- function(it) {
+  if (!inherits(it, "deltacells_cd_iter"))
+    .dc_arg_stop("'it' must come from cd_iter_traces() or cd_iter_cells()")
+  s <- it$state
+  if (s$done) return(NULL)
+  cols <- .Call(dcr_stream_next, s$ptr, .int64_mode())
+  if (is.null(cols)) {
+    s$done <- TRUE
+    return(NULL)
+  }
+  .coords_na(.as_data_frame(cols))
+}
+
+print.deltacells_cd_iter <- function(x, ...) {
+  cat(sprintf("<ChromData iterator over %s%s>\n", x$what, if (x$state$done) ": done" else ""))
+  invisible(x)
+}
+
 cd_write <- function(spots, path, layout = c("primary_coords", "partitioned", "flat"),
                      coord_float32 = FALSE, memory_budget = NULL, threads = NULL,
                      overwrite = FALSE, bins = NULL, bin_tracks = NULL, intervals = list(),

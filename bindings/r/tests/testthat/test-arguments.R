@@ -92,6 +92,8 @@ test_that("exported ChromData functions refuse bad arguments", {
     }
     if (!is.logical(v) || length(v) != 1 || is.na(v))
       expect_arg_error(function(v) cd_spots(cd, original_order = v), v, "cd_spots(original_order)")
+    if (!is.null(v)) expect_arg_error(function(v) cd_iter_traces(cd, batch = v), v, "cd_iter_traces(batch)")
+    expect_arg_error(function(v) cd_next(v), v, "cd_next(it)")
   }
   expect_false(file.exists(file.path(tempdir(), "x.cdz")))
   cd_close(cd)
@@ -136,6 +138,12 @@ test_that("the shim's routines refuse bad arguments when called directly", {
     dcr_cd_query_id = function(v) call_shim("dcr_cd_query", cdp, 0L, v, NULL, 0L),
     dcr_cd_query_spots = function(v) call_shim("dcr_cd_query", cdp, 4L, v, NULL, 0L),
     dcr_cd_query_cats = function(v) call_shim("dcr_cd_query", cdp, 6L, "spots", v, 0L),
+    dcr_cd_iter_what = function(v) call_shim("dcr_cd_iter", cdp, v, 1, NULL),
+    dcr_cd_iter_batch = function(v) call_shim("dcr_cd_iter", cdp, 0L, v, NULL),
+    dcr_cd_iter_columns = function(v) call_shim("dcr_cd_iter", cdp, 0L, 1, v),
+    dcr_stream_next = function(v) call_shim("dcr_stream_next", v, 0L),
+    dcr_stream_next_int64 = function(v) call_shim("dcr_stream_next",
+                                                  call_shim("dcr_cd_iter", cdp, 0L, 1, NULL), v),
     dcr_cd_write_spots = function(v) call_shim("dcr_cd_write", file.path(tempdir(), "y.cdz"), v,
                                                params, list()),
     dcr_cd_write_extras = function(v) call_shim("dcr_cd_write", file.path(tempdir(), "y.cdz"),
