@@ -134,6 +134,12 @@ static int flag_arg(SEXP x, const char *what)
   return LOGICAL(x)[0];
 }
 
+static void batches_finalizer(SEXP p)
+{
+  dc_batches_free((dc_batches *)R_ExternalPtrAddr(p));
+  R_ClearExternalPtr(p);
+}
+
 static void *handle(SEXP p, const char *tag)
 {
   if (TYPEOF(p) != EXTPTRSXP || R_ExternalPtrTag(p) != Rf_install(tag))
@@ -246,6 +252,7 @@ static SEXP dcr_close(SEXP p)
   if (TYPEOF(p) == EXTPTRSXP) {
     SEXP tag = R_ExternalPtrTag(p);
     if (tag == Rf_install("deltacells_dataset")) dataset_finalizer(p);
+    else if (tag == Rf_install("deltacells_batches")) batches_finalizer(p);
     else if (tag == Rf_install("deltacells_chromdata")) chromdata_finalizer(p);
     else if (tag == Rf_install("deltacells_stream")) arrow_holder_finalizer(p);
   }
@@ -371,6 +378,92 @@ static SEXP dcr_read_cells(SEXP p, SEXP cells)
   SET_VECTOR_ELT(out, 1, i);
   SET_VECTOR_ELT(out, 2, x);
   UNPROTECT(4);
+  return out;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Batches of cells (dc_dataset_batches): the iterator in an external pointer
+ * ------------------------------------------------------------------------------------- */
+
+/* An iterator over 1-based `cells` in batches of batch_size rows, read_ahead batches
+ * prepared ahead: an external pointer "deltacells_batches" (freed by dcr_close or the
+ * garbage collector), which also keeps the dataset's external pointer reachable. */
+static SEXP dcr_batches(SEXP p, SEXP cells, SEXP batch_size, SEXP read_ahead)
+{
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  R_xlen_t n;
+  uint64_t *c = cells_arg(cells, &n);
+  size_t bs = (size_t)int64_arg(batch_size, "batch_size", 1, INT32_MAX - 1);
+  uint32_t ra = (uint32_t)int64_arg(read_ahead, "read_ahead", 0, UINT32_MAX);
+  /* The external pointer first, so that an allocation failure cannot strand the iterator. */
+  SEXP out = PROTECT(R_MakeExternalPtr(NULL, Rf_install("deltacells_batches"), p));
+  R_RegisterCFinalizerEx(out, batches_finalizer, TRUE);
+  dc_batches *b = NULL;
+  DCR_CHECK(dc_dataset_batches(ds, c, (size_t)n, bs, ra, &b), "dc_dataset_batches");
+  R_SetExternalPtrAddr(out, b);
+  UNPROTECT(1);
+  return out;
+}
+
+/* The next batch as list(p, i, x) (CSR rows = the batch's cells, i.e. the CSC slots of a
+ * genes x cells dgCMatrix), or NULL at the end. A batch whose tiles cannot be read is
+ * consumed by the library (dc_batches_next after a failed peek) and its error raised. */
+static SEXP dcr_batches_next(SEXP bp)
+{
+  dc_batches *b = (dc_batches *)handle(bp, "deltacells_batches");
+  uint64_t rows = 0, nnz = 0, got_rows = 0, got = 0;
+  dc_status s = dc_batches_peek(b, &rows, &nnz);
+  if (s != DC_OK) {
+    SEXP msg = PROTECT(Rf_mkCharCE(dc_last_error(), CE_UTF8));
+    (void)dc_batches_next(b, DC_INT32, NULL, NULL, NULL, 0, &got_rows, &got); /* consume it */
+    dcr_raise(s, "dc_batches_peek", msg);
+  }
+  if (rows == 0) return R_NilValue;
+  if (rows > INT32_MAX - 1) dcr_error("%.0f rows are more columns than a dgCMatrix holds", (double)rows);
+  if (nnz > INT32_MAX) {
+    batches_finalizer(bp); /* the batch cannot be handed out, nor skipped: the iterator ends */
+    dcr_unsupported("a batch of %.0f nonzeros is more than a dgCMatrix holds (2^31 - 1); the "
+                    "iterator is closed: use a smaller batch_size", (double)nnz);
+  }
+  int64_t *indptr = (int64_t *)R_alloc(rows + 1, sizeof *indptr);
+  SEXP i = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)nnz));
+  int32_t *vals = (int32_t *)R_alloc(nnz ? nnz : 1, sizeof *vals);
+  int32_t dummy = 0;
+  DCR_CHECK(dc_batches_next(b, DC_INT32, indptr, nnz ? INTEGER(i) : &dummy, vals, nnz, &got_rows,
+                            &got),
+            "dc_batches_next");
+  if (got_rows != rows || got != nnz)
+    dcr_error("the batch changed between peek (%.0f rows, %.0f nonzeros) and next (%.0f, %.0f)",
+              (double)rows, (double)nnz, (double)got_rows, (double)got);
+  SEXP pp = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)rows + 1));
+  for (uint64_t k = 0; k <= rows; k++) INTEGER(pp)[k] = (int)indptr[k];
+  SEXP x = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)nnz));
+  for (uint64_t k = 0; k < nnz; k++) REAL(x)[k] = vals[k];
+  const char *names[] = {"p", "i", "x"};
+  SEXP out = PROTECT(named_list(3, names));
+  SET_VECTOR_ELT(out, 0, pp);
+  SET_VECTOR_ELT(out, 1, i);
+  SET_VECTOR_ELT(out, 2, x);
+  UNPROTECT(4);
+  return out;
+}
+
+/* dc_dataset_shuffled_order -> all cells, 1-based (doubles). `seed` is a whole number up to
+ * 2^53 (R has no 64-bit integers). */
+static SEXP dcr_shuffled_order(SEXP p, SEXP seed, SEXP window_tiles)
+{
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  uint64_t sd = (uint64_t)int64_arg(seed, "seed", 0, DCR_EXACT_DOUBLE);
+  uint32_t w = (uint32_t)int64_arg(window_tiles, "window_tiles", 0, UINT32_MAX);
+  dc_dataset_info info;
+  DCR_CHECK(dc_dataset_info_get(ds, &info), "dc_dataset_info_get");
+  if ((double)info.n_cells > (double)R_XLEN_T_MAX) dcr_error("more cells than an R vector holds");
+  uint64_t *order = (uint64_t *)R_alloc(info.n_cells ? info.n_cells : 1, sizeof *order);
+  DCR_CHECK(dc_dataset_shuffled_order(ds, sd, w, order, (size_t)info.n_cells),
+            "dc_dataset_shuffled_order");
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)info.n_cells));
+  for (uint64_t k = 0; k < info.n_cells; k++) REAL(out)[k] = (double)order[k] + 1;
+  UNPROTECT(1);
   return out;
 }
 
@@ -1405,6 +1498,9 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_genes", (DL_FUNC)&dcr_genes, 1},
     {"dcr_gene_order", (DL_FUNC)&dcr_gene_order, 1},
     {"dcr_read_cells", (DL_FUNC)&dcr_read_cells, 2},
+    {"dcr_batches", (DL_FUNC)&dcr_batches, 4},
+    {"dcr_batches_next", (DL_FUNC)&dcr_batches_next, 1},
+    {"dcr_shuffled_order", (DL_FUNC)&dcr_shuffled_order, 3},
     {"dcr_obs", (DL_FUNC)&dcr_obs, 3},
     {"dcr_var_table", (DL_FUNC)&dcr_var_table, 2},
     {"dcr_write", (DL_FUNC)&dcr_write, 9},
