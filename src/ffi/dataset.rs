@@ -2,7 +2,7 @@
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 
@@ -15,7 +15,8 @@ use super::tile::{check_dtype, dc_dtype, values_out};
 /// An open dataset (opaque). Created by `dc_dataset_open`, released by `dc_dataset_free`.
 /// May be used from several threads at once.
 pub struct dc_dataset {
-    inner: Dataset,
+    /// Shared with the batch iterators made from the handle (they outlive it).
+    pub(super) inner: Arc<Dataset>,
     poisoned: AtomicBool,
     /// Gene names as C strings, built on first use and owned by the handle.
     names: OnceLock<std::result::Result<Vec<CString>, Error>>,
@@ -43,10 +44,23 @@ pub struct dc_dataset_info {
 pub type dc_dataset_param = i32;
 /// Decode threads per call (0 = `DELTACELLS_NUM_THREADS`, else all cores). Default 0.
 pub const DC_DATASET_THREADS: dc_dataset_param = 0;
-/// Decoded tiles kept in memory between calls (0 disables the cache). Default 2.
+/// Since contract 1.1 a shorthand for `DC_DATASET_CACHE_BYTES`: sets the budget to
+/// `value` times the decoded size of this dataset's largest tile (4 bytes per nonzero plus
+/// 12 per cell, plus 4 KiB), so that about `value` whole tiles' chunks fit. 0 disables the
+/// cache. Whichever of the two was set last is in effect.
 pub const DC_DATASET_TILE_CACHE: dc_dataset_param = 1;
-/// 1 (default): check each tile's CRC-32 before decoding it; 0: skip the check.
+/// 1 (default): check each tile's CRC-32 when it is read, before anything in it is
+/// decompressed; 0: skip the check. Chunks served from the cache were checked when their
+/// tile was read; sizing (`dc_dataset_batch_nnz`) reads only header, chunk table and indptr,
+/// checked structurally.
 pub const DC_DATASET_VERIFY_CRC: dc_dataset_param = 2;
+/// Budget in bytes of the decoded-data cache, shared by every thread using the handle and
+/// by its batch iterators (default 268435456 = 256 MiB; 0 disables it). The cache keeps
+/// decompressed chunks (4 bytes per nonzero, 4 per cell, plus exceptions) and tile indexes
+/// (header, chunk table, indptr: 8 bytes per cell), least recently used evicted first;
+/// what a batch iterator has read ahead stays until its batch is handed out. Shrinking
+/// evicts at once.
+pub const DC_DATASET_CACHE_BYTES: dc_dataset_param = 3;
 
 /// # Safety
 /// `p` is NULL or a NUL-terminated string.
@@ -62,7 +76,7 @@ pub(crate) unsafe fn str_in<'a>(p: *const c_char, name: &str) -> Result<&'a str>
 
 /// Runs `body` on a live handle: NULL is `DC_ERR_INVALID_ARGUMENT`, a poisoned handle
 /// `DC_ERR_STATE`; an internal error poisons it.
-fn with_dataset(ds: *const dc_dataset, body: impl FnOnce(&dc_dataset) -> Result<()>) -> dc_status {
+pub(super) fn with_dataset(ds: *const dc_dataset, body: impl FnOnce(&dc_dataset) -> Result<()>) -> dc_status {
     let status = guard(|| {
         // SAFETY: the caller passes NULL or a live handle from dc_dataset_open.
         let h = unsafe { ds.as_ref() }.ok_or_else(|| null_arg("ds"))?;
@@ -109,7 +123,7 @@ pub unsafe extern "C" fn dc_dataset_open(
         let path = unsafe { str_in(path, "path")? };
         let inner = Dataset::open(path)?;
         let handle = Box::into_raw(Box::new(dc_dataset {
-            inner,
+            inner: Arc::new(inner),
             poisoned: AtomicBool::new(false),
             names: OnceLock::new(),
         }));
@@ -136,7 +150,8 @@ pub unsafe extern "C" fn dc_dataset_free(ds: *mut dc_dataset) {
 }
 
 /// Sets a parameter of the handle: `DC_DATASET_THREADS` (>= 0), `DC_DATASET_TILE_CACHE`
-/// (>= 0 tiles; shrinking evicts at once), `DC_DATASET_VERIFY_CRC` (0 or 1). Safe to call
+/// (>= 0 tiles; shrinking evicts at once), `DC_DATASET_VERIFY_CRC` (0 or 1),
+/// `DC_DATASET_CACHE_BYTES` (>= 0 bytes). Safe to call
 /// while other threads use the handle; calls already running keep their settings.
 ///
 /// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, unknown parameter, value out of range).
@@ -159,6 +174,9 @@ pub unsafe extern "C" fn dc_dataset_set(
             DC_DATASET_TILE_CACHE => h
                 .inner
                 .set_tile_cache(non_negative("DC_DATASET_TILE_CACHE")?),
+            DC_DATASET_CACHE_BYTES => h
+                .inner
+                .set_cache_bytes(non_negative("DC_DATASET_CACHE_BYTES")?),
             DC_DATASET_VERIFY_CRC => match value {
                 0 | 1 => h.inner.set_verify_crc(value == 1),
                 _ => {
@@ -329,8 +347,10 @@ pub unsafe extern "C" fn dc_dataset_batch_nnz(
 /// Gathers the cells `cells[0..n]` (any order, repeats allowed, across tiles) into CSR: row
 /// i of the result is cell `cells[i]`. Outputs: `indptr[n + 1]` (starting at 0),
 /// `indices[capacity]`, `values[capacity]` of type `dtype`; on success `*nnz_out` is the
-/// result's nnz. The needed tiles are read and decoded in parallel (`DC_DATASET_THREADS`)
-/// and kept in the handle's tile cache.
+/// result's nnz. Only the chunks holding requested cells are decompressed (or taken from
+/// the handle's decoded-data cache, `DC_DATASET_CACHE_BYTES`), each tile read at most once
+/// per call, in parallel (`DC_DATASET_THREADS`); every cell is written straight into its
+/// rows of the outputs. The cells returned are checked against every rule of the format.
 ///
 /// Size query: if `capacity` is below the result's nnz, returns `DC_ERR_BUFFER_TOO_SMALL`
 /// with `*nnz_out` = the needed nnz, having decoded nothing (`indptr`, `indices`, `values`

@@ -3,6 +3,7 @@
 #![allow(non_camel_case_types)]
 
 mod arrow;
+mod batches;
 mod chromdata;
 mod chromdata_writer;
 mod dataset;
@@ -11,6 +12,7 @@ mod tile;
 mod version;
 mod writer;
 
+pub use batches::*;
 pub use chromdata::*;
 pub use chromdata_writer::*;
 pub use dataset::*;

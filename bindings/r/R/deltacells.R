@@ -23,7 +23,7 @@
 }
 
 # Codes of the DC_DATASET_* and DC_WRITER_* parameters (include/deltacells.h).
-.dataset_params <- c(threads = 0L, tile_cache = 1L, verify_crc = 2L)
+.dataset_params <- c(threads = 0L, tile_cache = 1L, verify_crc = 2L, cache_bytes = 3L)
 .cd_writer_params <- c(memory_budget = 0L, coord_float32 = 1L, layout = 2L, overwrite = 3L,
                        threads = 4L)
 .layouts <- c(flat = 0L, partitioned = 1L, primary_coords = 2L)
@@ -59,8 +59,9 @@ print.deltacells_dataset <- function(x, ...) {
   invisible(x)
 }
 
-dc_set <- function(ds, threads = NULL, tile_cache = NULL, verify_crc = NULL) {
-  args <- list(threads = threads, tile_cache = tile_cache, verify_crc = verify_crc)
+dc_set <- function(ds, threads = NULL, tile_cache = NULL, verify_crc = NULL, cache_bytes = NULL) {
+  args <- list(threads = threads, tile_cache = tile_cache, verify_crc = verify_crc,
+               cache_bytes = cache_bytes)
   for (p in names(args)) {
     if (!is.null(args[[p]])) .Call(dcr_set, ds$ptr, .dataset_params[[p]], as.numeric(args[[p]]))
   }
@@ -86,6 +87,36 @@ dc_read_cells <- function(ds, cells, genes_by_cells = TRUE) {
            Dim = c(as.integer(n_genes), length(cells)),
            Dimnames = list(dc_genes(ds), NULL))
   if (genes_by_cells) m else t(m)
+}
+
+# Batches (C API section 3.1): the minimal layer over the .Call wrappers; not exported.
+# `cells` are 1-based. .dc_batches_next returns a genes x rows dgCMatrix, NULL at the end;
+# a batch that fails raises its error and is consumed (iterating goes on with the next).
+.dc_batches <- function(ds, cells, batch_size, read_ahead = 0) {
+  structure(list(ptr = .Call(dcr_batches, ds$ptr, as.numeric(cells), batch_size, read_ahead),
+                 n_genes = dc_info(ds)$n_genes, genes = dc_genes(ds)),
+            class = "deltacells_batches")
+}
+
+.dc_batches_peek <- function(b) {
+  v <- .Call(dcr_batches_peek, b$ptr)
+  list(n_rows = v[[1]], nnz = v[[2]])
+}
+
+.dc_batches_next <- function(b) {
+  slots <- .Call(dcr_batches_next, b$ptr)
+  if (is.null(slots)) return(NULL)
+  new("dgCMatrix", i = slots$i, p = slots$p, x = slots$x,
+      Dim = c(as.integer(b$n_genes), length(slots$p) - 1L), Dimnames = list(b$genes, NULL))
+}
+
+.dc_batches_close <- function(b) {
+  .Call(dcr_close, b$ptr)
+  invisible(NULL)
+}
+
+.dc_shuffled_order <- function(ds, seed, window_tiles = 1) {
+  .Call(dcr_shuffled_order, ds$ptr, seed, window_tiles)
 }
 
 .as_data_frame <- function(cols) {

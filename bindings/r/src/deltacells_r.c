@@ -79,6 +79,12 @@ static void cd_writer_finalizer(SEXP p)
   R_ClearExternalPtr(p);
 }
 
+static void batches_finalizer(SEXP p)
+{
+  dc_batches_free((dc_batches *)R_ExternalPtrAddr(p));
+  R_ClearExternalPtr(p);
+}
+
 static void *handle(SEXP p, const char *tag)
 {
   if (TYPEOF(p) != EXTPTRSXP || R_ExternalPtrTag(p) != Rf_install(tag))
@@ -126,6 +132,7 @@ static SEXP dcr_close(SEXP p)
   if (TYPEOF(p) == EXTPTRSXP) {
     SEXP tag = R_ExternalPtrTag(p);
     if (tag == Rf_install("deltacells_dataset")) dataset_finalizer(p);
+    else if (tag == Rf_install("deltacells_batches")) batches_finalizer(p);
     else if (tag == Rf_install("deltacells_chromdata")) chromdata_finalizer(p);
   }
   return R_NilValue;
@@ -199,9 +206,9 @@ static SEXP dcr_gene_order(SEXP p)
 
 /* Cells (1-based doubles) -> list(p, i, x): CSR rows = cells, i.e. the CSC slots of the
  * genes x cells matrix. */
-static SEXP dcr_read_cells(SEXP p, SEXP cells)
+/* 1-based numeric cells -> 0-based uint64 (R_alloc: freed by R). */
+static uint64_t *cells_arg(SEXP cells, R_xlen_t *n_out)
 {
-  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
   if (!Rf_isReal(cells)) Rf_error("'cells' must be numeric");
   R_xlen_t n = XLENGTH(cells);
   uint64_t *c = (uint64_t *)R_alloc(n ? n : 1, sizeof *c);
@@ -210,6 +217,24 @@ static SEXP dcr_read_cells(SEXP p, SEXP cells)
     if (!(v >= 1) || v != (double)(uint64_t)v) Rf_error("cells[%ld] is not a positive integer", (long)k + 1);
     c[k] = (uint64_t)v - 1;
   }
+  *n_out = n;
+  return c;
+}
+
+/* A non-negative whole number (double) that fits in uint64. */
+static uint64_t count_arg(SEXP x, const char *what)
+{
+  double v = Rf_asReal(x);
+  if (!(v >= 0) || v != (double)(uint64_t)v || v > 9007199254740992.0)
+    Rf_error("'%s' must be a non-negative whole number", what);
+  return (uint64_t)v;
+}
+
+static SEXP dcr_read_cells(SEXP p, SEXP cells)
+{
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  R_xlen_t n = 0;
+  uint64_t *c = cells_arg(cells, &n);
   uint64_t nnz = 0;
   DCR_CHECK(dc_dataset_batch_nnz(ds, c, (size_t)n, &nnz), "dc_dataset_batch_nnz");
   if (nnz > INT32_MAX) Rf_error("%.0f nonzeros are more than a dgCMatrix holds", (double)nnz);
@@ -231,6 +256,93 @@ static SEXP dcr_read_cells(SEXP p, SEXP cells)
   SET_VECTOR_ELT(out, 1, i);
   SET_VECTOR_ELT(out, 2, x);
   UNPROTECT(4);
+  return out;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Batches (C API section 3.1): the .Call layer only; R iteration is built on top of it
+ * ------------------------------------------------------------------------------------- */
+
+/* dc_dataset_batches over 1-based cells -> an external pointer "deltacells_batches". */
+static SEXP dcr_batches(SEXP p, SEXP cells, SEXP batch_size, SEXP read_ahead)
+{
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  R_xlen_t n = 0;
+  uint64_t *c = cells_arg(cells, &n);
+  uint64_t bs = count_arg(batch_size, "batch_size");
+  uint64_t ra = count_arg(read_ahead, "read_ahead");
+  if (ra > UINT32_MAX) Rf_error("'read_ahead' is too large");
+  SEXP out = PROTECT(R_MakeExternalPtr(NULL, Rf_install("deltacells_batches"), R_NilValue));
+  R_RegisterCFinalizerEx(out, batches_finalizer, TRUE);
+  dc_batches *b = NULL;
+  DCR_CHECK(dc_dataset_batches(ds, c, (size_t)n, (size_t)bs, (uint32_t)ra, &b), "dc_dataset_batches");
+  R_SetExternalPtrAddr(out, b);
+  UNPROTECT(1);
+  return out;
+}
+
+/* dc_batches_peek -> c(rows, nnz) (doubles). */
+static SEXP dcr_batches_peek(SEXP b)
+{
+  uint64_t rows = 0, nnz = 0;
+  DCR_CHECK(dc_batches_peek((dc_batches *)handle(b, "deltacells_batches"), &rows, &nnz),
+            "dc_batches_peek");
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, 2));
+  REAL(out)[0] = (double)rows;
+  REAL(out)[1] = (double)nnz;
+  UNPROTECT(1);
+  return out;
+}
+
+/* dc_batches_next -> list(p, i, x) (CSR rows = the batch's cells, like dcr_read_cells), or
+ * NULL at the end. A batch that fails is consumed by the library; its error is raised. */
+static SEXP dcr_batches_next(SEXP bp)
+{
+  dc_batches *b = (dc_batches *)handle(bp, "deltacells_batches");
+  uint64_t rows = 0, nnz = 0, got_rows = 0, got = 0;
+  dc_status s = dc_batches_peek(b, &rows, &nnz);
+  if (s != DC_OK) {
+    SEXP msg = PROTECT(Rf_mkCharCE(dc_last_error(), CE_UTF8));
+    (void)dc_batches_next(b, DC_INT32, NULL, NULL, NULL, 0, &got_rows, &got);
+    dcr_raise(s, "dc_batches_peek", msg);
+  }
+  if (rows == 0) return R_NilValue;
+  if (nnz > INT32_MAX) Rf_error("%.0f nonzeros are more than a dgCMatrix holds", (double)nnz);
+  int64_t *indptr = (int64_t *)R_alloc(rows + 1, sizeof *indptr);
+  SEXP i = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)nnz));
+  int32_t *vals = (int32_t *)R_alloc(nnz ? nnz : 1, sizeof *vals);
+  int32_t dummy = 0;
+  DCR_CHECK(dc_batches_next(b, DC_INT32, indptr, nnz ? INTEGER(i) : &dummy, vals, nnz, &got_rows, &got),
+            "dc_batches_next");
+  SEXP pp = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)got_rows + 1));
+  for (uint64_t k = 0; k <= got_rows; k++) INTEGER(pp)[k] = (int)indptr[k];
+  SEXP x = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)got));
+  for (uint64_t k = 0; k < got; k++) REAL(x)[k] = vals[k];
+  const char *names[] = {"p", "i", "x"};
+  SEXP out = PROTECT(named_list(3, names));
+  SET_VECTOR_ELT(out, 0, pp);
+  SET_VECTOR_ELT(out, 1, i);
+  SET_VECTOR_ELT(out, 2, x);
+  UNPROTECT(4);
+  return out;
+}
+
+/* dc_dataset_shuffled_order -> 1-based cells (doubles). `seed` is a whole number below
+ * 2^53 (R has no 64-bit integers). */
+static SEXP dcr_shuffled_order(SEXP p, SEXP seed, SEXP window_tiles)
+{
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  uint64_t sd = count_arg(seed, "seed");
+  uint64_t w = count_arg(window_tiles, "window_tiles");
+  if (w > UINT32_MAX) Rf_error("'window_tiles' is too large");
+  dc_dataset_info info;
+  DCR_CHECK(dc_dataset_info_get(ds, &info), "dc_dataset_info_get");
+  uint64_t *order = (uint64_t *)R_alloc(info.n_cells ? info.n_cells : 1, sizeof *order);
+  DCR_CHECK(dc_dataset_shuffled_order(ds, sd, (uint32_t)w, order, (size_t)info.n_cells),
+            "dc_dataset_shuffled_order");
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)info.n_cells));
+  for (uint64_t k = 0; k < info.n_cells; k++) REAL(out)[k] = (double)order[k] + 1;
+  UNPROTECT(1);
   return out;
 }
 
@@ -977,6 +1089,10 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_genes", (DL_FUNC)&dcr_genes, 1},
     {"dcr_gene_order", (DL_FUNC)&dcr_gene_order, 1},
     {"dcr_read_cells", (DL_FUNC)&dcr_read_cells, 2},
+    {"dcr_batches", (DL_FUNC)&dcr_batches, 4},
+    {"dcr_batches_peek", (DL_FUNC)&dcr_batches_peek, 1},
+    {"dcr_batches_next", (DL_FUNC)&dcr_batches_next, 1},
+    {"dcr_shuffled_order", (DL_FUNC)&dcr_shuffled_order, 3},
     {"dcr_obs", (DL_FUNC)&dcr_obs, 2},
     {"dcr_var_table", (DL_FUNC)&dcr_var_table, 1},
     {"dcr_write", (DL_FUNC)&dcr_write, 8},
