@@ -20,10 +20,11 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use deltacells::convert::mtx::CellMatrix;
-use deltacells::dataset::{Dataset, DatasetWriter, WriterOptions};
+use deltacells::dataset::{Batches, Dataset, DatasetWriter, WriterOptions};
 use deltacells::tile::{self, DecodeOptions, EncodeOptions, Tile, ValuesOut};
 use rayon::prelude::*;
 use zstd::zstd_safe::DCtx;
@@ -39,6 +40,8 @@ struct Args {
     only: Vec<String>,
     /// Run one piece once, for `valgrind --tool=callgrind` (decode-floor, decode-ours).
     callgrind: Option<String>,
+    /// Force a kernel path (scalar, sse2, avx2); default: the best the CPU has.
+    kernels: Option<String>,
 }
 
 fn args() -> Args {
@@ -48,6 +51,7 @@ fn args() -> Args {
         reps: 5,
         only: Vec::new(),
         callgrind: None,
+        kernels: None,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -65,6 +69,10 @@ fn args() -> Args {
             }
             "--callgrind" => {
                 a.callgrind = Some(v[i + 1].clone());
+                i += 1
+            }
+            "--kernels" => {
+                a.kernels = Some(v[i + 1].clone());
                 i += 1
             }
             _ => {} // cargo bench passes --bench
@@ -175,19 +183,62 @@ fn write(m: &CellMatrix, cells: usize, tile_size: u64, path: &Path) {
     w.finish().unwrap();
 }
 
+/// Wall time and process CPU time (all threads), in seconds. On a machine shared with other
+/// work, CPU time is the steadier of the two for one-thread figures (it leaves out the time
+/// spent waiting for a core, not the effects of shared caches and memory bandwidth).
+#[derive(Debug, Clone, Copy)]
+struct Times {
+    wall: f64,
+    cpu: f64,
+}
+
+impl Times {
+    const INF: Times = Times {
+        wall: f64::INFINITY,
+        cpu: f64::INFINITY,
+    };
+    fn min(self, o: Times) -> Times {
+        Times {
+            wall: self.wall.min(o.wall),
+            cpu: self.cpu.min(o.cpu),
+        }
+    }
+    fn per(self, n: usize) -> Times {
+        Times {
+            wall: self.wall / n as f64,
+            cpu: self.cpu / n as f64,
+        }
+    }
+}
+
+fn cpu_now() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec to a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+fn time(f: impl FnOnce()) -> Times {
+    let (w, c) = (Instant::now(), cpu_now());
+    f();
+    Times {
+        wall: w.elapsed().as_secs_f64(),
+        cpu: cpu_now() - c,
+    }
+}
+
 /// Minimum over `reps` runs of each closure, the two run alternately (so that a change of
-/// machine load hits both), in seconds.
-fn best_pair(reps: usize, mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64) {
+/// machine load hits both).
+fn best_pair(reps: usize, mut a: impl FnMut(), mut b: impl FnMut()) -> (Times, Times) {
     a();
     b();
-    let (mut ta, mut tb) = (f64::INFINITY, f64::INFINITY);
+    let (mut ta, mut tb) = (Times::INF, Times::INF);
     for _ in 0..reps {
-        let t = Instant::now();
-        a();
-        ta = ta.min(t.elapsed().as_secs_f64());
-        let t = Instant::now();
-        b();
-        tb = tb.min(t.elapsed().as_secs_f64());
+        ta = ta.min(time(&mut a));
+        tb = tb.min(time(&mut b));
     }
     (ta, tb)
 }
@@ -290,31 +341,32 @@ fn draws(ds: &Dataset, k: usize, tile: Option<u64>, n: usize, seed: u64) -> Vec<
 
 struct Figure {
     what: String,
-    ours: f64,
-    floor: f64,
+    ours: Times,
+    floor: Times,
     floor_name: &'static str,
     goal: &'static str,
 }
 
 fn print_figures(title: &str, figs: &[Figure]) {
     println!("\n### {title}\n");
-    println!("| read | ours ms | floor ms | floor | **ours / floor** | goal |");
-    println!("|---|---|---|---|---|---|");
+    println!("| read | ours ms | floor ms | floor | **ours / floor** (wall) | ours / floor (CPU) | goal |");
+    println!("|---|---|---|---|---|---|---|");
     for f in figs {
         println!(
-            "| {} | {:.3} | {:.3} | {} | **{:.3}** | {} |",
+            "| {} | {:.3} | {:.3} | {} | **{:.3}** | {:.3} | {} |",
             f.what,
-            f.ours * 1e3,
-            f.floor * 1e3,
+            f.ours.wall * 1e3,
+            f.floor.wall * 1e3,
             f.floor_name,
-            f.ours / f.floor,
+            f.ours.wall / f.floor.wall,
+            f.ours.cpu / f.floor.cpu,
             f.goal
         );
     }
 }
 
-/// Times gathers of `sets` (threads, cache off) against the floor; per gather, in seconds.
-fn gather_vs_floor(ds: &Dataset, sets: &[Vec<u64>], threads: usize, reps: usize) -> (f64, f64) {
+/// Times gathers of `sets` (threads, cache off) against the floor; per gather.
+fn gather_vs_floor(ds: &Dataset, sets: &[Vec<u64>], threads: usize, reps: usize) -> (Times, Times) {
     ds.set_threads(threads);
     ds.set_cache_bytes(0);
     let tiles = floor_tiles(ds);
@@ -345,7 +397,7 @@ fn gather_vs_floor(ds: &Dataset, sets: &[Vec<u64>], threads: usize, reps: usize)
             std::hint::black_box(sink);
         },
     );
-    (ours / sets.len() as f64, fl / sets.len() as f64)
+    (ours.per(sets.len()), fl.per(sets.len()))
 }
 
 fn gathers(data: &Data, reps: usize) {
@@ -353,7 +405,10 @@ fn gathers(data: &Data, reps: usize) {
     let ten = Dataset::open(data.tiles_500()).unwrap();
     let mut figs = Vec::new();
     for k in [10usize, 100] {
-        for (name, ds, tile) in [("one 5,000-cell tile", &one, Some(0)), ("ten 500-cell tiles", &ten, None)] {
+        for (name, ds, tile) in [
+            ("one 5,000-cell tile", &one, Some(0)),
+            ("ten 500-cell tiles", &ten, None),
+        ] {
             let sets = draws(ds, k, tile, 12, 7 + k as u64);
             let (ours, floor) = gather_vs_floor(ds, &sets, 1, reps);
             figs.push(Figure {
@@ -372,21 +427,122 @@ fn gathers(data: &Data, reps: usize) {
     let sets = draws(&ds, 10, None, 12, 99);
     let (t1, f1) = gather_vs_floor(&ds, &sets, 1, reps);
     let (t2, _) = gather_vs_floor(&ds, &sets, 2, reps);
-    println!("\n10 cells across ten 1,000-cell tiles, cache off: 1 thread {:.2} ms ({:.3}x its floor {:.2} ms), 2 threads {:.2} ms (speed-up {:.2}x)",
-        t1 * 1e3, t1 / f1, f1 * 1e3, t2 * 1e3, t1 / t2);
+    println!("\n10 cells across ten 1,000-cell tiles, cache off: 1 thread {:.2} ms ({:.3}x its floor {:.2} ms; CPU {:.3}x), 2 threads {:.2} ms (speed-up {:.2}x)",
+        t1.wall * 1e3, t1.wall / f1.wall, f1.wall * 1e3, t1.cpu / f1.cpu, t2.wall * 1e3, t1.wall / t2.wall);
     // Default cache: the same 10 cells gathered again and again.
     ds.set_cache_bytes(deltacells::dataset::DEFAULT_CACHE_BYTES);
     ds.set_threads(1);
     let s = &sets[0];
     let nnz = ds.batch_nnz(s).unwrap() as usize;
     let (mut ip, mut ix, mut vs) = (vec![0i64; s.len() + 1], vec![0i32; nnz], vec![0f32; nnz]);
-    let t = Instant::now();
-    ds.gather(s, &mut ip, &mut ix, ValuesOut::F32(&mut vs)).unwrap();
-    let first = t.elapsed().as_secs_f64();
-    let (again, _) = best_pair(reps, || {
-        ds.gather(s, &mut ip, &mut ix, ValuesOut::F32(&mut vs)).unwrap();
-    }, || {});
-    println!("the same 10 cells, default cache (256 MiB), 1 thread: first call {:.2} ms, again {:.3} ms", first * 1e3, again * 1e3);
+    let first = time(|| {
+        ds.gather(s, &mut ip, &mut ix, ValuesOut::F32(&mut vs))
+            .unwrap();
+    })
+    .wall;
+    let (again, _) = best_pair(
+        reps,
+        || {
+            ds.gather(s, &mut ip, &mut ix, ValuesOut::F32(&mut vs))
+                .unwrap();
+        },
+        || {},
+    );
+    println!(
+        "the same 10 cells, default cache (256 MiB), 1 thread: first call {:.2} ms, again {:.3} ms",
+        first * 1e3,
+        again.wall * 1e3
+    );
+}
+
+/// One full pass over the 1,000-cell-tile dataset, tile by tile in order (`read_tile` into
+/// reused buffers), and as a block-shuffled permutation (window of 2 tiles) in batches read
+/// ahead, each pass starting from an empty cache; returns (tile-by-tile s, batches s).
+fn epoch_pair(ds: &Arc<Dataset>, order: &[u64], batch_size: usize, reps: usize) -> (Times, Times) {
+    let n_tiles = ds.info().n_tiles;
+    let max_tile = (0..n_tiles)
+        .map(|t| ds.tile_bounds(t).unwrap())
+        .fold((0, 0), |a, b| (a.0.max(b.1), a.1.max(b.2)));
+    let max_batch = order
+        .chunks(batch_size)
+        .map(|b| ds.batch_nnz(b).unwrap())
+        .max()
+        .unwrap_or(0);
+    let cap = max_batch.max(max_tile.1) as usize;
+    let (mut ip, mut ix, mut vs) = (
+        vec![0i64; (max_tile.0 as usize).max(batch_size) + 1],
+        vec![0i32; cap],
+        vec![0f32; cap],
+    );
+    let fresh_cache = || {
+        ds.set_cache_bytes(0);
+        ds.set_cache_bytes(deltacells::dataset::DEFAULT_CACHE_BYTES);
+    };
+    let (mut tiles_best, mut batches_best) = (Times::INF, Times::INF);
+    for rep in 0..=reps {
+        fresh_cache();
+        let tiles_s = time(|| {
+            for tile in 0..n_tiles {
+                ds.read_tile(tile, &mut ip, &mut ix, ValuesOut::F32(&mut vs))
+                    .unwrap();
+            }
+        });
+        fresh_cache();
+        let mut rows = 0;
+        let batches_s = time(|| {
+            let mut b = Batches::new(ds.clone(), order, batch_size, 0).unwrap();
+            loop {
+                let (r, _) = b
+                    .next_into(&mut ip, &mut ix, ValuesOut::F32(&mut vs))
+                    .unwrap();
+                if r == 0 {
+                    break;
+                }
+                rows += r;
+            }
+        });
+        assert_eq!(rows as usize, order.len());
+        if rep > 0 {
+            tiles_best = tiles_best.min(tiles_s);
+            batches_best = batches_best.min(batches_s);
+        }
+    }
+    (tiles_best, batches_best)
+}
+
+fn batches(data: &Data, reps: usize) {
+    let ds = Arc::new(Dataset::open(data.tiles_1000()).unwrap());
+    let info = ds.info();
+    let mut order = vec![0u64; info.n_cells as usize];
+    ds.shuffled_order(2026, 2, &mut order).unwrap();
+    let batch_size = 256;
+    let mut res = Vec::new();
+    for threads in [1usize, 2] {
+        ds.set_threads(threads);
+        res.push((threads, epoch_pair(&ds, &order, batch_size, reps)));
+    }
+    let cells = info.n_cells as f64;
+    println!(
+        "\n### Batches: a block-shuffled epoch (window of 2 tiles) of {} x {} ({} tiles, {} nonzeros), batches of {batch_size}, read-ahead 2, float32 out, default cache, each pass from an empty cache\n",
+        info.n_cells, info.n_genes, info.n_tiles, info.nnz
+    );
+    println!("| threads | tile by tile in order (floor) cells/s | batches, shuffled cells/s | **batches / in order** (cells/s, goal >= 0.9) | same, by CPU time |");
+    println!("|---|---|---|---|---|");
+    for (threads, (tiles_s, batches_s)) in &res {
+        println!(
+            "| {threads} | {:.0} | {:.0} | **{:.3}** | {:.3} |",
+            cells / tiles_s.wall,
+            cells / batches_s.wall,
+            tiles_s.wall / batches_s.wall,
+            tiles_s.cpu / batches_s.cpu
+        );
+    }
+    let (one, two) = (res[0].1, res[1].1);
+    println!(
+        "\nspeed-up with 2 threads: batches **{:.2}x** (goal >= 1.8), tile by tile {:.2}x",
+        one.1.wall / two.1.wall,
+        one.0.wall / two.0.wall
+    );
 }
 
 /// Decompresses every frame of the tile into scratch with one reused context.
@@ -407,7 +563,12 @@ fn bare_zstd(t: &Tile<'_>, scratch: &mut Vec<u8>, dctx: &mut DCtx<'static>) -> u
 }
 
 #[inline(never)]
-fn floor_decode(blob: &[u8], t: &Tile<'_>, scratch: &mut Vec<u8>, dctx: &mut DCtx<'static>) -> usize {
+fn floor_decode(
+    blob: &[u8],
+    t: &Tile<'_>,
+    scratch: &mut Vec<u8>,
+    dctx: &mut DCtx<'static>,
+) -> usize {
     crc32fast::hash(&blob[64..]) as usize + bare_zstd(t, scratch, dctx)
 }
 
@@ -475,20 +636,21 @@ fn decode(data: &Data, reps: usize, callgrind: Option<&str>) {
         blob.len() as f64 / 1e6,
         t.chunks.len()
     );
-    println!("| decode | ours ms | floor ms | floor | **ours / floor** | goal |");
-    println!("|---|---|---|---|---|---|");
+    println!("| decode | ours ms | floor ms | floor | **ours / floor** (wall) | ours / floor (CPU) | goal |");
+    println!("|---|---|---|---|---|---|---|");
     println!(
-        "| 1 thread | {:.2} | {:.2} | bare zstd + CRC-32, 1 thread | **{:.3}** | <= 1.15 |",
-        ours1 * 1e3,
-        floor1 * 1e3,
-        ours1 / floor1
+        "| 1 thread | {:.2} | {:.2} | bare zstd + CRC-32, 1 thread | **{:.3}** | {:.3} | <= 1.15 |",
+        ours1.wall * 1e3,
+        floor1.wall * 1e3,
+        ours1.wall / floor1.wall,
+        ours1.cpu / floor1.cpu
     );
     println!(
-        "| {threads} threads | {:.2} | {:.2} | bare zstd of the chunks in parallel | **{:.3}** | speed-up {:.2}x (goal >= 1.85) |",
-        ours_all * 1e3,
-        floor_all * 1e3,
-        ours_all / floor_all,
-        ours1 / ours_all
+        "| {threads} threads | {:.2} | {:.2} | bare zstd of the chunks in parallel | **{:.3}** | | speed-up {:.2}x (goal >= 1.85) |",
+        ours_all.wall * 1e3,
+        floor_all.wall * 1e3,
+        ours_all.wall / floor_all.wall,
+        ours1.wall / ours_all.wall
     );
 }
 
@@ -499,14 +661,30 @@ fn main() {
     if a.prepare_only {
         return;
     }
+    if let Some(k) = a.kernels.as_deref() {
+        let path = match k {
+            "scalar" => tile::KernelPath::Scalar,
+            "sse2" => tile::KernelPath::Sse2,
+            "avx2" => tile::KernelPath::Avx2,
+            _ => panic!("--kernels scalar|sse2|avx2"),
+        };
+        tile::force_path(Some(path));
+    }
     if let Some(what) = a.callgrind.as_deref() {
         decode(&data, 1, Some(what));
         return;
     }
     let run = |s: &str| a.only.is_empty() || a.only.iter().any(|o| o == s);
-    println!("data: {}", data.root.display());
+    println!(
+        "data: {}; kernels: {:?}",
+        data.root.display(),
+        tile::active_path()
+    );
     if run("gather") {
         gathers(&data, a.reps);
+    }
+    if run("batches") {
+        batches(&data, a.reps);
     }
     if run("decode") {
         decode(&data, a.reps, None);

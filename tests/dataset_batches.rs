@@ -47,7 +47,11 @@ type Csr3 = (Vec<i64>, Vec<i32>, Vec<i32>);
 
 fn gather_of(ds: &Dataset, cells: &[u64]) -> Csr3 {
     let nnz = ds.batch_nnz(cells).unwrap() as usize;
-    let (mut ip, mut ix, mut vs) = (vec![0i64; cells.len() + 1], vec![0i32; nnz], vec![0i32; nnz]);
+    let (mut ip, mut ix, mut vs) = (
+        vec![0i64; cells.len() + 1],
+        vec![0i32; nnz],
+        vec![0i32; nnz],
+    );
     ds.gather(cells, &mut ip, &mut ix, ValuesOut::I32(&mut vs))
         .unwrap();
     (ip, ix, vs)
@@ -110,7 +114,9 @@ fn bad_arguments_are_named() {
     let e = Batches::new(ds.clone(), &[1, 2], 0, 0).err().unwrap();
     assert_eq!(e.kind, ErrorKind::InvalidArgument);
     assert!(e.message.contains("batch_size"), "{}", e.message);
-    let e = Batches::new(ds.clone(), &[1, 2, 50, 3], 2, 0).err().unwrap();
+    let e = Batches::new(ds.clone(), &[1, 2, 50, 3], 2, 0)
+        .err()
+        .unwrap();
     assert_eq!(e.kind, ErrorKind::OutOfRange);
     assert!(
         e.message.contains("cells[2] = 50") && e.message.contains("n_cells = 50"),
@@ -264,7 +270,11 @@ fn shuffled_order_follows_its_specification() {
             .args(&tile_cells)
             .output()
             .expect("python3 runs");
-        assert!(py.status.success(), "{}", String::from_utf8_lossy(&py.stderr));
+        assert!(
+            py.status.success(),
+            "{}",
+            String::from_utf8_lossy(&py.stderr)
+        );
         let want: Vec<u64> = String::from_utf8(py.stdout)
             .unwrap()
             .split_whitespace()

@@ -11,7 +11,10 @@ use dataset_support::*;
 use deltacells::dataset::{Dataset, WriterOptions};
 use deltacells::tile::ValuesOut;
 use deltacells::ErrorKind;
-use proptest::prelude::{any, prop_assert, prop_assert_eq, prop_oneof, proptest, Just, ProptestConfig, Strategy, TestCaseError};
+use proptest::prelude::{
+    any, prop_assert, prop_assert_eq, prop_oneof, proptest, Just, ProptestConfig, Strategy,
+    TestCaseError,
+};
 
 /// Row `r` of the input as (indices, values): the expectation, taken from the input only.
 fn input_row(input: &Csr, r: usize) -> (Vec<i32>, Vec<i32>) {
@@ -26,14 +29,24 @@ fn check_rows(ds: &Dataset, input: &Csr, cells: &[u64]) -> Result<(), TestCaseEr
     let mut indices = vec![-1i32; nnz as usize];
     let mut values = vec![-1i32; nnz as usize];
     let got = ds
-        .gather(cells, &mut indptr, &mut indices, ValuesOut::I32(&mut values))
+        .gather(
+            cells,
+            &mut indptr,
+            &mut indices,
+            ValuesOut::I32(&mut values),
+        )
         .unwrap();
     prop_assert_eq!(got, nnz);
     let mut fvalues = vec![-1f32; nnz as usize];
     let mut findices = vec![-1i32; nnz as usize];
     let mut findptr = vec![-1i64; cells.len() + 1];
-    ds.gather(cells, &mut findptr, &mut findices, ValuesOut::F32(&mut fvalues))
-        .unwrap();
+    ds.gather(
+        cells,
+        &mut findptr,
+        &mut findices,
+        ValuesOut::F32(&mut fvalues),
+    )
+    .unwrap();
     prop_assert_eq!(&findptr, &indptr);
     prop_assert_eq!(&findices, &indices);
     prop_assert_eq!(indptr[0], 0);

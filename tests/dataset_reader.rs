@@ -212,7 +212,11 @@ fn cache_is_a_byte_budget_of_chunks() {
     let cells = [0u64, 150, 220, 151];
     let want = chunks_of(&ds, &cells);
     check_gather(&ds, &f.input, Some(&f.order), &cells);
-    assert_eq!(ds.cached_chunks(), want, "exactly the chunks holding the cells");
+    assert_eq!(
+        ds.cached_chunks(),
+        want,
+        "exactly the chunks holding the cells"
+    );
     assert_eq!(decompressed(), want.len() as u64, "each once");
     check_gather(&ds, &f.input, Some(&f.order), &[220, 0, 150]);
     assert_eq!(decompressed(), want.len() as u64, "served from the cache");

@@ -79,4 +79,3 @@ pub fn synthetic(cells: usize, genes: usize, nnz_per_cell: f64) -> CellMatrix {
     let order = m.order_by_decreasing_total();
     m.permute_genes(&order)
 }
-

@@ -298,7 +298,14 @@ impl Batches {
         }
         let (ds, threads) = (&self.shared.ds, self.threads);
         let r = self.pool.install(|| {
-            ds.gather_pinned(&prepared.plan, &prepared.pins, threads, indptr, indices, values)
+            ds.gather_pinned(
+                &prepared.plan,
+                &prepared.pins,
+                threads,
+                indptr,
+                indices,
+                values,
+            )
         });
         drop(prepared);
         self.advance();

@@ -258,8 +258,7 @@ impl Dataset {
                         slot: r.slot as usize,
                         chunk: r.chunk as usize,
                         rows: k..k + 1,
-                        cache_bytes: (4 * e.nnz() + 4 * (e.cell_hi - e.cell_lo + 1)) as usize
-                            + 256,
+                        cache_bytes: (4 * e.nnz() + 4 * (e.cell_hi - e.cell_lo + 1)) as usize + 256,
                         chunk_nnz: e.nnz(),
                     })
                 }
@@ -466,7 +465,8 @@ impl Dataset {
         buf: Vec<u8>,
     ) -> Result<ChunkData> {
         let loaded = source.get(|| self.shared_tile(t))?;
-        let data = ChunkData::decompress(&loaded.view(), c, buf).map_err(|e| self.tile_err(t, e))?;
+        let data =
+            ChunkData::decompress(&loaded.view(), c, buf).map_err(|e| self.tile_err(t, e))?;
         self.counters()
             .chunks_decompressed
             .fetch_add(1, Ordering::Relaxed);

@@ -12,12 +12,12 @@
 //! header, chunk table and indptr, which are checked structurally; the CRC, which covers the
 //! whole tile, is checked when the tile is read for its data.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -30,6 +30,7 @@ use arrow_schema::SchemaRef;
 use super::cache::{DecodedCache, Entry, Key, Lookup, DEFAULT_CACHE_BYTES};
 use super::manifest::Manifest;
 use super::obs::{ObsCounters, ObsMeta, ObsSchema};
+use super::params::ReaderParam;
 use super::{npy, paths, var};
 
 /// A summary of an open dataset.
@@ -151,7 +152,7 @@ impl Dataset {
                 root.display()
             )));
         }
-        if paths::is_temp_dir_name(&root) {
+        if crate::storage::fs::is_temp_name(&root) {
             return Err(Error::new(
                 ErrorKind::NotFound,
                 format!(
@@ -262,6 +263,20 @@ impl Dataset {
     /// Whether tiles' CRC-32 is checked when they are read (default true).
     pub fn set_verify_crc(&self, verify: bool) {
         self.verify_crc.store(verify, Ordering::Relaxed);
+    }
+
+    /// Sets `param` to `value` after checking it against `param.bounds()` (the C API's
+    /// `dc_dataset_set`). Safe while other threads use the dataset; calls already running
+    /// keep their settings.
+    pub fn set_param(&self, param: ReaderParam, value: i64) -> Result<()> {
+        let v = param.check(value)?;
+        match param {
+            ReaderParam::Threads => self.set_threads(v as usize),
+            ReaderParam::TileCache => self.set_tile_cache(v as usize),
+            ReaderParam::VerifyCrc => self.set_verify_crc(v == 1),
+            ReaderParam::CacheBytes => self.set_cache_bytes(v as usize),
+        }
+        Ok(())
     }
 
     /// The chunks in the decoded-data cache, as (tile, chunk) (tests and diagnostics).

@@ -76,7 +76,10 @@ pub(crate) unsafe fn str_in<'a>(p: *const c_char, name: &str) -> Result<&'a str>
 
 /// Runs `body` on a live handle: NULL is `DC_ERR_INVALID_ARGUMENT`, a poisoned handle
 /// `DC_ERR_STATE`; an internal error poisons it.
-pub(super) fn with_dataset(ds: *const dc_dataset, body: impl FnOnce(&dc_dataset) -> Result<()>) -> dc_status {
+pub(super) fn with_dataset(
+    ds: *const dc_dataset,
+    body: impl FnOnce(&dc_dataset) -> Result<()>,
+) -> dc_status {
     let status = guard(|| {
         // SAFETY: the caller passes NULL or a live handle from dc_dataset_open.
         let h = unsafe { ds.as_ref() }.ok_or_else(|| null_arg("ds"))?;

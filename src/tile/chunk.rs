@@ -105,7 +105,8 @@ impl ChunkData {
     pub fn decompress(tile: &Tile<'_>, c: usize, mut buf: Vec<u8>) -> Result<ChunkData> {
         let e = tile.chunks[c];
         let n = e.nnz() as usize;
-        let (vexc_bytes, gexc_bytes) = (exception_bytes(tile, e.vexc), exception_bytes(tile, e.gexc));
+        let (vexc_bytes, gexc_bytes) =
+            (exception_bytes(tile, e.vexc), exception_bytes(tile, e.gexc));
         buf.clear();
         let need = 4 * n + vexc_bytes + gexc_bytes;
         // A corrupt header may claim far more than memory holds: an error, not an abort.
@@ -118,10 +119,26 @@ impl ChunkData {
             append_frame(dctx, tile, c, StreamKind::Gaps, e.gaps, &mut buf, 2 * n)?;
             append_frame(dctx, tile, c, StreamKind::Vals, e.vals, &mut buf, 2 * n)?;
             if vexc_bytes > 0 {
-                append_frame(dctx, tile, c, StreamKind::Vexc, e.vexc, &mut buf, vexc_bytes)?;
+                append_frame(
+                    dctx,
+                    tile,
+                    c,
+                    StreamKind::Vexc,
+                    e.vexc,
+                    &mut buf,
+                    vexc_bytes,
+                )?;
             }
             if gexc_bytes > 0 {
-                append_frame(dctx, tile, c, StreamKind::Gexc, e.gexc, &mut buf, gexc_bytes)?;
+                append_frame(
+                    dctx,
+                    tile,
+                    c,
+                    StreamKind::Gexc,
+                    e.gexc,
+                    &mut buf,
+                    gexc_bytes,
+                )?;
             }
             Ok::<(), Error>(())
         })?;
@@ -192,7 +209,10 @@ impl ChunkData {
         let b = a + len;
         let n = self.n;
         let (glo, ghi) = (&self.buf[a..b], &self.buf[n + a..n + b]);
-        let (vlo, vhi) = (&self.buf[2 * n + a..2 * n + b], &self.buf[3 * n + a..3 * n + b]);
+        let (vlo, vhi) = (
+            &self.buf[2 * n + a..2 * n + b],
+            &self.buf[3 * n + a..3 * n + b],
+        );
         let (mut last, repeat) = kernels::prefix_sum_gaps(indices, glo, ghi, false);
         if repeat {
             let p = kernels::find_zero_u16(glo, ghi, 1).unwrap_or(0);

@@ -164,7 +164,8 @@ fn check_entry(
     indptr_end: u64,
 ) -> Result<ChunkEntry> {
     let e = ChunkEntry::parse(bytes);
-    let fail = |rule: String| Error::format(format!("chunk {c} (table entry at byte {at}): {rule}"));
+    let fail =
+        |rule: String| Error::format(format!("chunk {c} (table entry at byte {at}): {rule}"));
     if e.cell_lo != cell || e.nnz_lo != nz {
         return Err(fail(format!(
             "starts at cell {} / nonzero {}, previous chunk ended at cell {cell} / nonzero {nz}",
@@ -213,11 +214,7 @@ fn check_entry(
 
 /// Checks the chunks together (they end at n_cells / nnz) and the indptr (`indptr(i)` is
 /// entry i): starts at 0, never decreases, ends at nnz, agrees with every chunk's range.
-fn check_indptr(
-    h: &TileHeader,
-    chunks: &[ChunkEntry],
-    indptr: impl Fn(u64) -> i64,
-) -> Result<()> {
+fn check_indptr(h: &TileHeader, chunks: &[ChunkEntry], indptr: impl Fn(u64) -> i64) -> Result<()> {
     let (cell, nz) = chunks.last().map_or((0, 0), |e| (e.cell_hi, e.nnz_hi));
     if cell != h.n_cells || nz != h.nnz {
         return Err(Error::format(format!(
@@ -308,7 +305,14 @@ impl TileIndex {
         let mut end = (0u64, 0u64);
         for c in 0..h.n_chunks as usize {
             let at = HEADER_SIZE + c * CHUNK_ENTRY_SIZE;
-            let e = check_entry(&h, c, at, &prefix[at..at + CHUNK_ENTRY_SIZE], end, indptr_end)?;
+            let e = check_entry(
+                &h,
+                c,
+                at,
+                &prefix[at..at + CHUNK_ENTRY_SIZE],
+                end,
+                indptr_end,
+            )?;
             end = (e.cell_hi, e.nnz_hi);
             chunks.push(e);
         }

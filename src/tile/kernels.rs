@@ -151,7 +151,11 @@ pub fn prefix_sum_cells(
                 // (cell_blocks checked); a cell of at most 65537 gaps sums below 2^32; the
                 // path's CPU feature is present.
                 let repeat = unsafe {
-                    let (o, l, h) = (out.as_mut_ptr().add(a), lo.as_ptr().add(a), hi.as_ptr().add(a));
+                    let (o, l, h) = (
+                        out.as_mut_ptr().add(a),
+                        lo.as_ptr().add(a),
+                        hi.as_ptr().add(a),
+                    );
                     if width == 16 {
                         avx2::prefix_sum_blocks(o, l, h, len)
                     } else {
@@ -558,7 +562,13 @@ mod avx2 {
             let tb = _mm256_permutevar8x32_epi32(b, last);
             let out_a = _mm256_add_epi32(a, carry);
             let out_b = _mm256_add_epi32(_mm256_add_epi32(b, ta), carry);
-            (out_a, out_b, _mm256_add_epi32(carry, _mm256_add_epi32(ta, tb)), w0, w1)
+            (
+                out_a,
+                out_b,
+                _mm256_add_epi32(carry, _mm256_add_epi32(ta, tb)),
+                w0,
+                w1,
+            )
         }
     }
 
@@ -633,7 +643,10 @@ mod avx2 {
         // Lanes not checked for zero gaps: the cell's first, and in the last block the
         // lanes past the cell (they belong to the next cell).
         let rem = (len - 16 * (blocks - 1)) as i16;
-        let past_end0 = _mm_cmpgt_epi16(_mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7), _mm_set1_epi16(rem - 1));
+        let past_end0 = _mm_cmpgt_epi16(
+            _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7),
+            _mm_set1_epi16(rem - 1),
+        );
         let past_end1 = _mm_cmpgt_epi16(
             _mm_setr_epi16(8, 9, 10, 11, 12, 13, 14, 15),
             _mm_set1_epi16(rem - 1),
@@ -673,7 +686,15 @@ mod avx2 {
         }
     }
 
-    /// See `sse2::planes`: sixteen values per step, widened with one instruction per eight.
+    /// Eight u16 values widened to 32-bit lanes (float32 bits when FLOAT).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn widen<const FLOAT: bool>(w: __m128i) -> __m256i {
+        conv::<FLOAT>(_mm256_cvtepu16_epi32(w))
+    }
+
+    /// See `sse2::planes`: thirty-two values per step (two 32-byte loads), widened with one
+    /// instruction per eight.
     ///
     /// # Safety
     /// The CPU has AVX2; `out` is valid for `n` 4-byte elements; `lo` and `hi` have length
@@ -699,25 +720,28 @@ mod avx2 {
             any_zero |= lo[i] | hi[i] == 0;
         }
         let mut i = start;
-        let zero = _mm_setzero_si128();
+        let zero = _mm256_setzero_si256();
         let mut zeros = zero;
-        while i + 16 <= n {
-            // SAFETY: reads lo/hi[i..i + 16] and writes out[i..i + 16] with i + 16 <= n;
+        while i + 32 <= n {
+            // SAFETY: reads lo/hi[i..i + 32] and writes out[i..i + 32] with i + 32 <= n;
             // with STREAM, out + i is 32-byte aligned.
             unsafe {
-                let l = _mm_loadu_si128(lo.as_ptr().add(i).cast());
-                let h = _mm_loadu_si128(hi.as_ptr().add(i).cast());
-                zeros = _mm_or_si128(zeros, _mm_cmpeq_epi8(_mm_or_si128(l, h), zero));
+                let l = _mm256_loadu_si256(lo.as_ptr().add(i).cast());
+                let h = _mm256_loadu_si256(hi.as_ptr().add(i).cast());
+                zeros = _mm256_or_si256(zeros, _mm256_cmpeq_epi8(_mm256_or_si256(l, h), zero));
+                // Interleaving works within 16-byte halves: w0 holds values 0..8 and
+                // 16..24, w1 values 8..16 and 24..32.
+                let w0 = _mm256_unpacklo_epi8(l, h);
+                let w1 = _mm256_unpackhi_epi8(l, h);
                 let p = out.add(i).cast::<__m256i>();
-                store::<STREAM>(p, conv::<FLOAT>(_mm256_cvtepu16_epi32(_mm_unpacklo_epi8(l, h))));
-                store::<STREAM>(
-                    p.add(1),
-                    conv::<FLOAT>(_mm256_cvtepu16_epi32(_mm_unpackhi_epi8(l, h))),
-                );
+                store::<STREAM>(p, widen::<FLOAT>(_mm256_castsi256_si128(w0)));
+                store::<STREAM>(p.add(1), widen::<FLOAT>(_mm256_castsi256_si128(w1)));
+                store::<STREAM>(p.add(2), widen::<FLOAT>(_mm256_extracti128_si256(w0, 1)));
+                store::<STREAM>(p.add(3), widen::<FLOAT>(_mm256_extracti128_si256(w1, 1)));
             }
-            i += 16;
+            i += 32;
         }
-        any_zero |= _mm_movemask_epi8(zeros) != 0;
+        any_zero |= _mm256_movemask_epi8(zeros) != 0;
         for j in i..n {
             // SAFETY: j < n.
             one(unsafe { out.add(j) }, lo[j], hi[j]);
@@ -841,7 +865,8 @@ mod tests {
                 a == b || (expect[b - 1] as u64) < limit
             });
             if smaller_before {
-                let e = prefix_sum_cells(&mut out, &lo, &hi, &bounds, base, limit, false).unwrap_err();
+                let e =
+                    prefix_sum_cells(&mut out, &lo, &hi, &bounds, base, limit, false).unwrap_err();
                 assert_eq!(e, CellError::GeneRange { k, last: limit });
             }
         });
@@ -882,7 +907,8 @@ mod tests {
                     let (lo, hi) = planes(&v);
                     for stream in [false, true] {
                         let mut out = vec![0i32; n];
-                        let r = prefix_sum_cells(&mut out, &lo, &hi, &bounds, base, 1 << 31, stream);
+                        let r =
+                            prefix_sum_cells(&mut out, &lo, &hi, &bounds, base, 1 << 31, stream);
                         if z == 0 {
                             assert_eq!(r, Ok(()), "len {len} z {z}");
                         } else {

@@ -9,9 +9,10 @@ mod exceptions;
 mod header;
 mod inspect;
 mod kernels;
+mod values;
 
 pub use chunk::ChunkData;
-pub use decode::{decode_parsed, decode_tile, DecodeOptions, ValuesOut};
+pub use decode::{decode_parsed, decode_tile, DecodeOptions};
 pub use encode::{
     encode_tile, exception_limit, CsrRef, EncodeOptions, DEFAULT_CHUNKS, DEFAULT_ZSTD_LEVEL,
 };
@@ -21,3 +22,4 @@ pub use header::{
 };
 pub use inspect::{inspect, StreamKind, Tile, TileIndex, TileInfo};
 pub use kernels::{active_path, force_path, KernelPath};
+pub use values::ValuesOut;

@@ -20,7 +20,7 @@ test_that("batches equal reads of the same cells", {
   deltacells:::.dc_batches_close(b)
 
   expect_error(deltacells:::.dc_batches(ds, cells, batch_size = 0), "batch_size")
-  expect_error(deltacells:::.dc_batches(ds, c(1, 58), batch_size = 2), "cells\\[1\\] = 57")
+  expect_error(deltacells:::.dc_batches(ds, c(1, 58), batch_size = 2), "cells\\[2\\] = 58")
 
   # The iterator keeps the dataset alive.
   b <- deltacells:::.dc_batches(ds, 5:9, batch_size = 5)
