@@ -1,44 +1,22 @@
 //! §3.1 of the C API: batches in a declared order, read ahead; block-shuffled orders.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::dataset::Batches;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind};
 
-use super::dataset::{dc_dataset, with_dataset};
+use super::args::{slice_in, slice_out, Out};
+use super::dataset::dc_dataset;
 use super::error::*;
+use super::handle::{castable, free_handle, into_handle, with_mut, with_ref};
 use super::tile::{check_dtype, dc_dtype, values_out};
 
 /// An iterator over batches of a dataset's cells (opaque). Created by
 /// `dc_dataset_batches`, released by `dc_batches_free`. One thread at a time.
 pub struct dc_batches {
-    inner: Batches,
-    poisoned: AtomicBool,
+    _opaque: [u8; 0],
 }
-
-/// Runs `body` on a live iterator: NULL is `DC_ERR_INVALID_ARGUMENT`, a poisoned one
-/// `DC_ERR_STATE`; an internal error poisons it.
-fn with_batches(b: *mut dc_batches, body: impl FnOnce(&mut Batches) -> Result<()>) -> dc_status {
-    let status = guard(|| {
-        // SAFETY: the caller passes NULL or a live iterator, used by one thread at a time.
-        let h = unsafe { b.as_mut() }.ok_or_else(|| null_arg("b"))?;
-        if h.poisoned.load(Ordering::Relaxed) {
-            return Err(Error::new(
-                ErrorKind::State,
-                "the batch iterator is unusable after an internal error; free it",
-            ));
-        }
-        body(&mut h.inner)
-    });
-    if status == DC_ERR_INTERNAL {
-        // SAFETY: as above.
-        if let Some(h) = unsafe { b.as_ref() } {
-            h.poisoned.store(true, Ordering::Relaxed);
-        }
-    }
-    status
-}
+castable!(dc_batches => Batches);
 
 /// Iterates the cells `cells[0..n)` (any order, repeats allowed; the array is copied) in
 /// batches of `batch_size` rows (the last may be shorter). While the caller works on one
@@ -66,19 +44,13 @@ pub unsafe extern "C" fn dc_dataset_batches(
     read_ahead: u32,
     out: *mut *mut dc_batches,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        if out.is_null() {
-            return Err(null_arg("out"));
-        }
+    with_ref(ds, |h| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
         // SAFETY: the caller provides n cells.
         let cells = unsafe { slice_in(cells, n as u64, "cells")? };
-        let inner = Batches::new(h.inner.clone(), cells, batch_size, read_ahead as usize)?;
-        let handle = Box::into_raw(Box::new(dc_batches {
-            inner,
-            poisoned: AtomicBool::new(false),
-        }));
-        // SAFETY: checked non-NULL.
-        unsafe { write_out(out, handle) };
+        let it = Batches::new(h.dataset.clone(), cells, batch_size, read_ahead as usize)?;
+        out.set(into_handle::<dc_batches>(it));
         Ok(())
     })
 }
@@ -98,13 +70,15 @@ pub unsafe extern "C" fn dc_batches_peek(
     n_rows: *mut u64,
     nnz: *mut u64,
 ) -> dc_status {
-    with_batches(b, |it| {
+    with_mut(b, |it| {
+        // SAFETY: NULL or writable per the caller.
+        let (n_rows, nnz) = unsafe { (Out::optional(n_rows), Out::optional(nnz)) };
         let (rows, z) = it.peek()?;
-        for (p, v) in [(n_rows, rows), (nnz, z)] {
-            if !p.is_null() {
-                // SAFETY: non-NULL and writable per the caller.
-                unsafe { write_out(p, v) };
-            }
+        if let Some(o) = n_rows {
+            o.set(rows);
+        }
+        if let Some(o) = nnz {
+            o.set(z);
         }
         Ok(())
     })
@@ -141,13 +115,14 @@ pub unsafe extern "C" fn dc_batches_next(
     n_rows_out: *mut u64,
     nnz_out: *mut u64,
 ) -> dc_status {
-    with_batches(b, |it| {
-        if n_rows_out.is_null() {
-            return Err(null_arg("n_rows_out"));
-        }
-        if nnz_out.is_null() {
-            return Err(null_arg("nnz_out"));
-        }
+    with_mut(b, |it| {
+        // SAFETY: writable per the caller.
+        let (n_rows_out, nnz_out) = unsafe {
+            (
+                Out::new(n_rows_out, "n_rows_out")?,
+                Out::new(nnz_out, "nnz_out")?,
+            )
+        };
         check_dtype(dtype)?;
         let (rows, nnz) = match it.peek() {
             Ok(v) => v,
@@ -158,23 +133,16 @@ pub unsafe extern "C" fn dc_batches_next(
             }
         };
         if rows == 0 {
-            // SAFETY: checked non-NULL.
-            unsafe {
-                write_out(n_rows_out, 0);
-                write_out(nnz_out, 0);
-            }
+            n_rows_out.set(0);
+            nnz_out.set(0);
             return Ok(());
         }
         if capacity < nnz {
-            // SAFETY: checked non-NULL.
-            unsafe { write_out(nnz_out, nnz) };
+            nnz_out.set(nnz);
             return Err(Error::new(
                 ErrorKind::BufferTooSmall { needed: nnz },
                 format!("capacity {capacity} is below the {nnz} nonzeros of the next batch ({rows} rows)"),
             ));
-        }
-        if indptr.is_null() {
-            return Err(null_arg("indptr"));
         }
         // SAFETY: the caller provides rows + 1 indptr entries and capacity >= nnz indices
         // and values, none overlapping.
@@ -186,11 +154,8 @@ pub unsafe extern "C" fn dc_batches_next(
             )
         };
         let (r, z) = it.next_into(indptr, indices, values)?;
-        // SAFETY: checked non-NULL.
-        unsafe {
-            write_out(n_rows_out, r);
-            write_out(nnz_out, z);
-        }
+        n_rows_out.set(r);
+        nnz_out.set(z);
         Ok(())
     })
 }
@@ -204,12 +169,7 @@ pub unsafe extern "C" fn dc_batches_next(
 /// another thread.
 #[no_mangle]
 pub unsafe extern "C" fn dc_batches_free(b: *mut dc_batches) {
-    guard_value((), || {
-        if !b.is_null() {
-            // SAFETY: an iterator from Box::into_raw, released once.
-            drop(unsafe { Box::from_raw(b) });
-        }
-    })
+    free_handle(b)
 }
 
 /// A block-shuffled permutation of all cells into `out[0..n_cells)`: the tiles in a random
@@ -236,8 +196,8 @@ pub unsafe extern "C" fn dc_dataset_shuffled_order(
     out: *mut u64,
     len: usize,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        let n_cells = h.inner.info().n_cells;
+    with_ref(ds, |h| {
+        let n_cells = h.dataset.info().n_cells;
         if (len as u64) < n_cells {
             return Err(Error::new(
                 ErrorKind::BufferTooSmall { needed: n_cells },
@@ -246,6 +206,6 @@ pub unsafe extern "C" fn dc_dataset_shuffled_order(
         }
         // SAFETY: the caller provides len >= n_cells writable values.
         let out = unsafe { slice_out(out, n_cells, "out")? };
-        h.inner.shuffled_order(seed, window_tiles as usize, out)
+        h.dataset.shuffled_order(seed, window_tiles as usize, out)
     })
 }

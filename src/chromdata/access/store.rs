@@ -145,6 +145,8 @@ pub(crate) struct Store {
     backend: Backend,
     /// The path the user gave, for messages.
     pub(crate) display: String,
+    /// Where the store is on the local file system (the directory or the `.cdz`).
+    pub(crate) location: PathBuf,
 }
 
 impl Store {
@@ -164,6 +166,7 @@ impl Store {
             return Ok(Store {
                 backend: Backend::Dir(path.to_path_buf()),
                 display,
+                location: path.to_path_buf(),
             });
         }
         let mut file = File::open(path).map_err(|e| Error::io(path, &e))?;
@@ -207,6 +210,7 @@ impl Store {
                 members,
             },
             display,
+            location: path.to_path_buf(),
         })
     }
 
@@ -315,61 +319,4 @@ fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(n)
-}
-
-/// zarrs storage over a [`Store`], so Zarr arrays are read from directories and from
-/// `.cdz` members alike (read-only; no listing, which the spec forbids relying on).
-pub(crate) struct ZarrsStorage(pub(crate) Arc<Store>);
-
-impl zarrs::storage::ReadableStorageTraits for ZarrsStorage {
-    fn get_partial_many<'a>(
-        &'a self,
-        key: &zarrs::storage::StoreKey,
-        byte_ranges: zarrs::storage::byte_range::ByteRangeIterator<'a>,
-    ) -> std::result::Result<zarrs::storage::MaybeBytesIterator<'a>, zarrs::storage::StorageError>
-    {
-        let path = key.as_str();
-        if !self.0.exists(path) {
-            return Ok(None);
-        }
-        let bytes = Bytes::from(
-            self.0
-                .read(path)
-                .map_err(|e| zarrs::storage::StorageError::Other(e.message))?,
-        );
-        let len = bytes.len() as u64;
-        Ok(Some(Box::new(byte_ranges.map(move |range| {
-            use zarrs::storage::byte_range::ByteRange;
-            let (start, end) = match range {
-                ByteRange::FromStart(off, None) => (off, len),
-                ByteRange::FromStart(off, Some(n)) => (off, off.saturating_add(n)),
-                ByteRange::Suffix(n) => (len.saturating_sub(n), if n > len { 0 } else { len }),
-            };
-            if start > end || end > len {
-                return Err(
-                    zarrs::storage::byte_range::InvalidByteRangeError::new(range, len).into(),
-                );
-            }
-            Ok(bytes.slice(start as usize..end as usize))
-        }))))
-    }
-
-    fn supports_get_partial(&self) -> bool {
-        true
-    }
-
-    fn size_key(
-        &self,
-        key: &zarrs::storage::StoreKey,
-    ) -> std::result::Result<Option<u64>, zarrs::storage::StorageError> {
-        let path = key.as_str();
-        if !self.0.exists(path) {
-            return Ok(None);
-        }
-        let s = self
-            .0
-            .slice(path)
-            .map_err(|e| zarrs::storage::StorageError::Other(e.message))?;
-        Ok(Some(s.len()))
-    }
 }
