@@ -400,6 +400,9 @@ public:
       : schema_(std::move(schema)), array_(std::move(array)) {
     if (std::strcmp((*schema_)->format, "+s") != 0)
       throw std::invalid_argument("deltacells::Batch: the stream does not carry record batches (struct arrays)");
+    if (array_.valid() && array_->n_children != (*schema_)->n_children)
+      throw std::invalid_argument("deltacells::Batch: the batch has " + std::to_string(array_->n_children) +
+                                  " columns, its schema " + std::to_string((*schema_)->n_children));
   }
   int64_t num_rows() const noexcept { return array_.valid() ? array_->length : 0; }
   size_t num_columns() const noexcept { return array_.valid() ? static_cast<size_t>(array_->n_children) : 0; }

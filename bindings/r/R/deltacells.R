@@ -178,8 +178,16 @@ dc_open <- function(path) {
   structure(list(ptr = ptr, path = path, cache = cache), class = "deltacells_dataset")
 }
 
+# Releases a dataset, a store or an iterator at once (the garbage collector would later).
 dc_close <- function(x) {
-  .Call(dcr_close, x[["ptr"]])
+  if (inherits(x, c("deltacells_dataset", "deltacells_chromdata"))) {
+    .Call(dcr_close, x[["ptr"]])
+  } else if (inherits(x, c("deltacells_batches", "deltacells_cd_iter"))) {
+    if (!is.null(x$state$ptr)) .Call(dcr_close, x$state$ptr)
+    x$state$done <- TRUE
+  } else {
+    .dc_arg_stop("'x' must be a dataset (dc_open), a store (cd_open) or an iterator (dc_batches, cd_iter_traces, cd_iter_cells)")
+  }
   invisible(NULL)
 }
 
@@ -375,12 +383,15 @@ print.deltacells_batches <- function(x, ...) {
   invisible(x)
 }
 
-dc_has_next <- function(it) it$state$next_start <= length(it$state$cells)
+dc_has_next <- function(it) {
+  if (!inherits(it, "deltacells_batches")) .dc_arg_stop("'it' must come from dc_batches()")
+  !isTRUE(it$state$done) && it$state$next_start <= length(it$state$cells)
+}
 
 dc_next_batch <- function(it) {
   if (!inherits(it, "deltacells_batches")) .dc_arg_stop("'it' must come from dc_batches()")
   s <- it$state
-  if (s$next_start > length(s$cells)) return(NULL)
+  if (isTRUE(s$done) || s$next_start > length(s$cells)) return(NULL)
   end <- min(s$next_start + s$batch_size - 1, length(s$cells))
   m <- dc_read_cells(s$ds, s$cells[s$next_start:end], genes_by_cells = s$genes_by_cells)
   s$next_start <- end + 1
@@ -391,7 +402,8 @@ dc_next_batch <- function(it) {
 # list (like lapply).
 dc_for_each_batch <- function(ds, FUN, ..., cells = NULL, batch_size = 1024L,
                               genes_by_cells = TRUE) {
-  FUN <- match.fun(FUN)
+  FUN <- tryCatch(match.fun(FUN), error = function(e)
+    .dc_arg_stop("'FUN' must be a function (or the name of one)"))
   it <- dc_batches(ds, cells, batch_size, genes_by_cells)
   out <- vector("list", length(it))
   k <- 0L

@@ -773,10 +773,25 @@ static void read_stream(arrow_holder *h)
   }
 }
 
+/* Whether int32 column c of the batches read into h holds a valid -2^31: R's integers
+ * cannot (that bit pattern is NA_integer_), so such a column is read as double, exactly. */
+static int holds_int_min(const arrow_holder *h, int c)
+{
+  if (strcmp(h->schema.children[c]->format, "i") != 0) return 0;
+  for (size_t b = 0; b < h->n_batches; b++) {
+    const struct ArrowArray *a = h->batches[b].children[c];
+    const int32_t *d = (const int32_t *)a->buffers[1];
+    for (int64_t r = 0; r < a->length; r++)
+      if (d[a->offset + r] == INT32_MIN && is_valid(a, r)) return 1;
+  }
+  return 0;
+}
+
 /* The batches read into h as a named list of columns (attributes "n_rows", and "metadata"
  * when the schema has any): utf8 -> character, integers up to 32 bits -> integer, 64-bit
  * integers -> double (checked exact) or character (int64_mode 1), floats -> double, bool
- * -> logical, dictionary -> factor; nulls -> NA. */
+ * -> logical, dictionary -> factor; nulls -> NA. An int32 column holding -2^31 (R's
+ * NA_integer_) is read as double, so that no value turns into NA. */
 static SEXP batches_to_list(arrow_holder *h, int int64_mode)
 {
   const struct ArrowSchema *sc = &h->schema;
@@ -797,6 +812,7 @@ static SEXP batches_to_list(arrow_holder *h, int int64_mode)
     const char *err;
     enum col_kind k = kind_of(cs->format, &err);
     if (err) dcr_error("column '%s': Arrow type '%s' is not supported", name, err);
+    if (k == K_INT && holds_int_min(h, c)) k = K_DOUBLE; /* -2^31 is R's NA_integer_ */
     SEXP v = PROTECT(Rf_allocVector(sexptype(k, int64_mode), n_rows));
     R_xlen_t at = 0;
     for (size_t b = 0; b < h->n_batches; b++) {
@@ -1106,9 +1122,11 @@ static int utf8_array(struct ArrowArray *a, SEXP strs)
   return 1;
 }
 
-/* R checks of one data.frame column, before anything is allocated. */
-static void check_column(SEXP col, const char *name, R_xlen_t n_rows)
+/* R checks of one data.frame column, before anything is allocated: its type, then its
+ * length against *n_rows (set by the first column, when *n_rows < 0). */
+static void check_column(SEXP col, const char *name, R_xlen_t *n_rows)
 {
+  SEXP klass = Rf_getAttrib(col, R_ClassSymbol);
   if (Rf_isFactor(col)) {
     SEXP levels = Rf_getAttrib(col, R_LevelsSymbol);
     if (TYPEOF(levels) != STRSXP) dcr_error("column '%s': a factor without character levels", name);
@@ -1127,9 +1145,15 @@ static void check_column(SEXP col, const char *name, R_xlen_t n_rows)
              "integer or logical)", name, Rf_type2char(TYPEOF(col)));
   } else if (Rf_inherits(col, "integer64")) {
     dcr_error("column '%s': bit64::integer64 is not supported (convert it to double or character)", name);
+  } else if (klass != R_NilValue) {
+    /* Date, POSIXct, difftime, ...: written as their bare numbers they would come back as
+     * something else; the caller decides (as.numeric, as.character or format). */
+    dcr_error("column '%s': R class '%s' is not supported (convert it to numeric or character)",
+             name, TYPEOF(klass) == STRSXP && XLENGTH(klass) > 0 ? CHAR(STRING_ELT(klass, 0)) : "?");
   }
-  if (XLENGTH(col) != n_rows)
-    dcr_error("column '%s' has %ld rows, the first column %ld", name, (long)XLENGTH(col), (long)n_rows);
+  if (*n_rows < 0) *n_rows = XLENGTH(col);
+  if (XLENGTH(col) != *n_rows)
+    dcr_error("column '%s' has %ld rows, the first column %ld", name, (long)XLENGTH(col), (long)*n_rows);
 }
 
 /* Column `col` of the data frame as child array + schema (checked by check_column).
@@ -1214,9 +1238,10 @@ static void build_batch(batch_holder *b, SEXP df, const char *what)
     dcr_error("'%s' must have column names", what);
   for (int c = 0; c < n_cols; c++)
     if (STRING_ELT(names, c) == NA_STRING) dcr_error("'%s': column %d has no name (NA)", what, c + 1);
-  R_xlen_t n_rows = n_cols ? XLENGTH(VECTOR_ELT(df, 0)) : 0;
+  R_xlen_t n_rows = -1;
   for (int c = 0; c < n_cols; c++)
-    check_column(VECTOR_ELT(df, c), Rf_translateCharUTF8(STRING_ELT(names, c)), n_rows);
+    check_column(VECTOR_ELT(df, c), Rf_translateCharUTF8(STRING_ELT(names, c)), &n_rows);
+  if (n_rows < 0) n_rows = 0;
   int ok = init_schema(&b->schema, "+s", "");
   b->schema.flags = 0;
   array_priv *pv = init_array(&b->batch, n_rows, 1);
