@@ -62,6 +62,18 @@ struct Args {
     seed: u64,
     python: bool,
     keep: bool,
+    phase: Phase,
+    dir: Option<PathBuf>,
+}
+
+/// Which part of the benchmark to run (`--phase`): `write` generates the input and writes
+/// the stores (kept for a later `read`), `read` benchmarks the stores a `write` left in the
+/// same `--dir`, `all` does both, store by store, deleting each after its reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Write,
+    Read,
+    All,
 }
 
 fn args(v: &[String]) -> Args {
@@ -75,6 +87,8 @@ fn args(v: &[String]) -> Args {
         seed: 42,
         python: true,
         keep: false,
+        phase: Phase::All,
+        dir: None,
     };
     let mut i = 0;
     while i < v.len() {
@@ -92,6 +106,15 @@ fn args(v: &[String]) -> Args {
             "--traces" => a.traces = num(&next) as usize,
             "--cells" => a.cells = num(&next) as usize,
             "--seed" => a.seed = num(&next),
+            "--phase" => {
+                a.phase = match next.as_str() {
+                    "write" => Phase::Write,
+                    "read" => Phase::Read,
+                    "all" => Phase::All,
+                    other => panic!("--phase: write, read or all, not {other:?}"),
+                }
+            }
+            "--dir" => a.dir = Some(PathBuf::from(&next)),
             "--no-python" => {
                 a.python = false;
                 i += 1;
@@ -658,8 +681,13 @@ fn main() {
     }
     let a = args(&argv);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = root.join("target/bench-chromdata");
-    remove(&dir);
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(|| root.join("target/bench-chromdata"));
+    if a.phase != Phase::Read {
+        remove(&dir);
+    }
     std::fs::create_dir_all(&dir).unwrap();
     let py_version = if a.python { python_ok() } else { None };
     let ctx = Ctx {
@@ -671,41 +699,43 @@ fn main() {
         script: root.join("tests/chromdata/bench_pyarrow.py"),
     };
     let load_before = shell("uptime");
-
-    // The dataset, once, as an Arrow IPC file.
     let bins = make_bins(a.chroms);
     let s = shape(&a, &bins);
-    write_ipc(&ctx.bins, std::iter::once(bins.clone()));
-    let t = Instant::now();
-    let mut rng = Rng(a.seed);
-    let mut left = a.spots as usize;
-    write_ipc(
-        &ctx.input,
-        std::iter::from_fn(|| {
-            if left == 0 {
-                return None;
-            }
-            let n = left.min(BATCH_ROWS);
-            left -= n;
-            Some(make_batch(&mut rng, n, &a, &s))
-        }),
-    );
-    let gen_secs = t.elapsed().as_secs_f64();
-    let input_bytes = disk_bytes(&ctx.input);
 
     println!("## ChromData benchmark\n");
+    if a.phase != Phase::Read {
+        // The dataset, once, as an Arrow IPC file.
+        write_ipc(&ctx.bins, std::iter::once(bins.clone()));
+        let t = Instant::now();
+        let mut rng = Rng(a.seed);
+        let mut left = a.spots as usize;
+        write_ipc(
+            &ctx.input,
+            std::iter::from_fn(|| {
+                if left == 0 {
+                    return None;
+                }
+                let n = left.min(BATCH_ROWS);
+                left -= n;
+                Some(make_batch(&mut rng, n, &a, &s))
+            }),
+        );
+        println!(
+            "Arrow IPC input {} (generated in {:.1} s).",
+            mb(disk_bytes(&ctx.input) as f64),
+            t.elapsed().as_secs_f64()
+        );
+    }
     println!(
         "{} spots, {} float32 spot tracks, {} cells, {} traces, {} bins on {} chromosomes; \
-         x/y/z float64 (~0.2 % NaN); input shuffled (cell, trace, bin drawn per row); \
-         Arrow IPC input {} (generated in {:.1} s). Writer memory budget {} MiB.",
+         x/y/z float64 (~0.2 % NaN); input shuffled (cell, trace, bin drawn per row). \
+         Writer memory budget {} MiB.",
         a.spots,
         a.tracks,
         s.n_cells,
         2 * s.n_cells,
         s.n_bins,
         a.chroms,
-        mb(input_bytes as f64),
-        gen_secs,
         a.budget_mb
     );
     println!(
@@ -730,85 +760,50 @@ fn main() {
         .map(|c| c.to_string())
         .collect();
 
-    // 1. Writes (+ reads of each store right after its write, then it is deleted).
-    struct WriteRow {
-        store: String,
-        secs: f64,
-        peak: u64,
-        bytes: u64,
-    }
     let mut writes: Vec<WriteRow> = Vec::new();
-    let input = child_write_run(&ctx, "input", &dir.join("none"));
-    let input_secs = input["secs"].as_f64().unwrap();
-
+    let mut input_secs = f64::NAN;
+    let mut base = (f64::NAN, 0u64);
     let pq_rs = dir.join("flat-rs.parquet");
-    let v = child_write_run(&ctx, "parquet", &pq_rs);
-    let base_secs = v["secs"].as_f64().unwrap();
-    let base_bytes = disk_bytes(&pq_rs);
-    writes.push(WriteRow {
-        store: "flat Parquet, parquet crate (baseline)".into(),
-        secs: base_secs,
-        peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
-        bytes: base_bytes,
-    });
+    if a.phase != Phase::Read {
+        input_secs = child_write_run(&ctx, "input", &dir.join("none"))["secs"]
+            .as_f64()
+            .unwrap();
+        let v = child_write_run(&ctx, "parquet", &pq_rs);
+        base = (v["secs"].as_f64().unwrap(), disk_bytes(&pq_rs));
+        writes.push(WriteRow {
+            store: "flat Parquet, parquet crate (baseline)".into(),
+            secs: base.0,
+            peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
+            bytes: base.1,
+        });
+        if ctx.python {
+            let pq_py = dir.join("flat-pyarrow.parquet");
+            let v = run_json(
+                Command::new("python3")
+                    .arg(&ctx.script)
+                    .arg("write")
+                    .arg(&ctx.input)
+                    .arg(&pq_py)
+                    .arg(FLAT_ROW_GROUP.to_string()),
+            );
+            writes.push(WriteRow {
+                store: "flat Parquet, pyarrow.parquet.write_table".into(),
+                secs: v["secs"].as_f64().unwrap(),
+                peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
+                bytes: disk_bytes(&pq_py),
+            });
+            remove(&pq_py);
+        }
+    }
     let mut full_rows: Vec<(String, (f64, u64, f64, u64))> = Vec::new();
-    // pyarrow reading the whole baseline file (reference for the full reads).
-    if ctx.python {
-        let md = parquet::file::reader::FileReader::metadata(
-            &parquet::file::serialized_reader::SerializedFileReader::new(
-                File::open(&pq_rs).unwrap(),
-            )
-            .unwrap(),
-        )
-        .clone();
-        let groups: Vec<usize> = (0..md.num_row_groups()).collect();
-        let cols: Vec<String> = md
-            .file_metadata()
-            .schema_descr()
-            .root_schema()
-            .get_fields()
-            .iter()
-            .map(|f| f.name().to_string())
-            .collect();
-        let item = json!([{"path": "", "row_groups": groups, "columns": cols}]);
-        let py = py_read(
-            &ctx,
-            &pq_rs,
-            json!([{"kind": "full read", "items": [item]}]),
-            true,
-        );
+    if a.phase != Phase::Write && ctx.python && pq_rs.exists() {
         full_rows.push((
             "flat Parquet baseline file (input order)".into(),
-            (
-                f64::NAN,
-                0,
-                py_median(&py, "full read", "threads"),
-                py.as_ref()
-                    .and_then(|v| v["peak_rss_kb"].as_u64())
-                    .unwrap_or(0)
-                    * 1024,
-            ),
+            baseline_full_read(&ctx, &pq_rs),
         ));
     }
-    remove(&pq_rs);
-
-    if ctx.python {
-        let pq_py = dir.join("flat-pyarrow.parquet");
-        let v = run_json(
-            Command::new("python3")
-                .arg(&ctx.script)
-                .arg("write")
-                .arg(&ctx.input)
-                .arg(&pq_py)
-                .arg(FLAT_ROW_GROUP.to_string()),
-        );
-        writes.push(WriteRow {
-            store: "flat Parquet, pyarrow.parquet.write_table".into(),
-            secs: v["secs"].as_f64().unwrap(),
-            peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
-            bytes: disk_bytes(&pq_py),
-        });
-        remove(&pq_py);
+    if a.phase == Phase::All {
+        remove(&pq_rs);
     }
 
     let mut reads: Vec<ReadRow> = Vec::new();
@@ -819,21 +814,84 @@ fn main() {
         ("primary", "2.2 primary+coords .cdz", "bench-2.2.cdz"),
     ] {
         let out = dir.join(name);
-        let v = child_write_run(&ctx, kind, &out);
-        assert_eq!(v["rows"].as_u64(), Some(a.spots));
-        writes.push(WriteRow {
-            store: format!("{label} (ours, streaming)"),
-            secs: v["secs"].as_f64().unwrap(),
-            peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
-            bytes: disk_bytes(&out),
-        });
-        let (r, full) = bench_reads(&ctx, label, &out, &traces, &cells, &chroms);
-        reads.extend(r);
-        full_rows.push((label.to_string(), full));
-        remove(&out);
+        if a.phase != Phase::Read {
+            let v = child_write_run(&ctx, kind, &out);
+            assert_eq!(v["rows"].as_u64(), Some(a.spots));
+            writes.push(WriteRow {
+                store: format!("{label} (ours, streaming)"),
+                secs: v["secs"].as_f64().unwrap(),
+                peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
+                bytes: disk_bytes(&out),
+            });
+        }
+        if a.phase != Phase::Write {
+            let (r, full) = bench_reads(&ctx, label, &out, &traces, &cells, &chroms);
+            reads.extend(r);
+            full_rows.push((label.to_string(), full));
+        }
+        if a.phase == Phase::All {
+            remove(&out);
+        }
     }
     let load_after = shell("uptime");
+    if a.phase != Phase::Read {
+        print_writes(&writes, input_secs, base, ctx.python);
+    }
+    if a.phase != Phase::Write {
+        print_reads(&a, &reads, &full_rows);
+    }
+    println!("\nLoad before: `{load_before}`; after: `{load_after}`.");
 
+    if a.phase != Phase::All || a.keep {
+        eprintln!("kept {}", dir.display());
+    } else {
+        remove(&dir);
+    }
+}
+
+struct WriteRow {
+    store: String,
+    secs: f64,
+    peak: u64,
+    bytes: u64,
+}
+
+/// pyarrow reading the whole flat Parquet baseline file (reference for the full reads).
+fn baseline_full_read(ctx: &Ctx, pq_rs: &Path) -> (f64, u64, f64, u64) {
+    let md = parquet::file::reader::FileReader::metadata(
+        &parquet::file::serialized_reader::SerializedFileReader::new(File::open(pq_rs).unwrap())
+            .unwrap(),
+    )
+    .clone();
+    let groups: Vec<usize> = (0..md.num_row_groups()).collect();
+    let cols: Vec<String> = md
+        .file_metadata()
+        .schema_descr()
+        .root_schema()
+        .get_fields()
+        .iter()
+        .map(|f| f.name().to_string())
+        .collect();
+    let item = json!([{"path": "", "row_groups": groups, "columns": cols}]);
+    let py = py_read(
+        ctx,
+        pq_rs,
+        json!([{"kind": "full read", "items": [item]}]),
+        true,
+    );
+    (
+        f64::NAN,
+        0,
+        py_median(&py, "full read", "threads"),
+        py.as_ref()
+            .and_then(|v| v["peak_rss_kb"].as_u64())
+            .unwrap_or(0)
+            * 1024,
+    )
+}
+
+fn print_writes(writes: &[WriteRow], input_secs: f64, base: (f64, u64), python: bool) {
+    let (base_secs, base_bytes) = base;
     println!("### ChromData: writing\n");
     println!(
         "Time from the first IPC batch read to the file closed (streaming from the IPC file; \
@@ -843,7 +901,7 @@ fn main() {
     );
     println!("| store | write time | vs parquet crate | peak RSS | size on disk | size vs parquet crate |");
     println!("|---|---|---|---|---|---|");
-    for w in &writes {
+    for w in writes {
         println!(
             "| {} | {} | {} | {} | {} | {} |",
             w.store,
@@ -854,10 +912,12 @@ fn main() {
             ratio(w.bytes as f64, base_bytes as f64)
         );
     }
-    if !ctx.python {
+    if !python {
         println!("\nNo pyarrow rows (--no-python, or python3 -c 'import pyarrow' failed).");
     }
+}
 
+fn print_reads(a: &Args, reads: &[ReadRow], full_rows: &[(String, (f64, u64, f64, u64))]) {
     println!("\n### ChromData: reading\n");
     println!(
         "Median per query ({} random traces, {} random cells, each of the {} chromosomes); one \
@@ -873,7 +933,7 @@ fn main() {
     );
     println!("| store | query | n | row groups: ours decoded / pyarrow read | ours | pyarrow (threads) | ours / pyarrow | pyarrow (1 thread) | ours / pyarrow 1 thread |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    for r in &reads {
+    for r in reads {
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.store,
@@ -890,7 +950,7 @@ fn main() {
     println!("\n#### Full read: time and peak memory (each in a fresh process)\n");
     println!("| store | ours: read_spots | ours: peak RSS | pyarrow: same reads | pyarrow: peak RSS | peak ours / pyarrow |");
     println!("|---|---|---|---|---|---|");
-    for (label, (s_ours, p_ours, s_py, p_py)) in &full_rows {
+    for (label, (s_ours, p_ours, s_py, p_py)) in full_rows {
         let pm = |p: u64| {
             if p == 0 {
                 "n/a".to_string()
@@ -910,12 +970,5 @@ fn main() {
                 ratio(*p_ours as f64, *p_py as f64)
             }
         );
-    }
-    println!("\nLoad before: `{load_before}`; after: `{load_after}`.");
-
-    if a.keep {
-        eprintln!("kept {}", dir.display());
-    } else {
-        remove(&dir);
     }
 }

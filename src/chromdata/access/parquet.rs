@@ -6,13 +6,15 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
 };
-use parquet::arrow::ProjectionMask;
+use parquet::arrow::{parquet_to_arrow_field_levels, ProjectionMask};
+use parquet::file::metadata::ParquetStatisticsPolicy;
 
+use super::pages::GroupChunks;
 use super::store::{FileSlice, Store};
 use crate::chromdata::values::normalise;
 use crate::error::{Error, Result};
@@ -53,7 +55,12 @@ impl ParquetFile {
         let slice = store.slice(path)?;
         let full = format!("{}/{path}", store.display);
         // Readers must use the Parquet logical types, not the stored Arrow schema (§6.2).
-        let opts = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+        // Statistics are never used: not decoding them makes footers 2x cheaper to parse.
+        let opts = ArrowReaderOptions::new()
+            .with_skip_arrow_metadata(true)
+            .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
+            .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
+            .with_encoding_stats_policy(ParquetStatisticsPolicy::SkipAll);
         let meta = ArrowReaderMetadata::load(&slice, opts)
             .map_err(|e| pq_err(&full, format_args!("no valid Parquet footer ({e})")))?;
         Ok(ParquetFile {
@@ -93,37 +100,6 @@ impl ParquetFile {
         })
     }
 
-    fn build(
-        &self,
-        groups: Option<Vec<usize>>,
-        cols: Option<&[usize]>,
-    ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader> {
-        let mut b = ParquetRecordBatchReaderBuilder::new_with_metadata(
-            self.slice.clone(),
-            self.meta.clone(),
-        )
-        .with_batch_size(64 * 1024);
-        if let Some(g) = groups {
-            b = b.with_row_groups(g);
-        }
-        if let Some(c) = cols {
-            let mask = ProjectionMask::roots(self.meta.parquet_schema(), c.iter().copied());
-            b = b.with_projection(mask);
-        }
-        b.build().map_err(|e| pq_err(&self.path, e))
-    }
-
-    fn collect(
-        &self,
-        reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
-        schema: SchemaRef,
-    ) -> Result<RecordBatch> {
-        let batches = reader
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| pq_err(&self.path, format_args!("cannot decode: {e}")))?;
-        arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| pq_err(&self.path, e))
-    }
-
     /// Row group `g` with `cols` from the per-file cache, if there.
     pub(crate) fn cached(&self, g: usize, cols: &[usize]) -> Option<RecordBatch> {
         let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -142,10 +118,22 @@ impl ParquetFile {
         cache.push_back((g, cols.to_vec(), batch));
     }
 
-    /// Decodes row group `g` with `cols` (in that order), bypassing the cache; safe to call
-    /// from several threads at once.
-    pub(crate) fn decode_group(&self, g: usize, cols: &[usize]) -> Result<RecordBatch> {
-        let n_groups = self.meta.metadata().num_row_groups();
+    /// Number of row groups.
+    pub(crate) fn num_row_groups(&self) -> usize {
+        self.meta.metadata().num_row_groups()
+    }
+
+    /// Counts `n` row-group decodes (see `ChromData::row_group_reads`).
+    pub(crate) fn count_reads(&self, n: u64) {
+        self.reads.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Decodes row group `g` with the top-level columns `cols`, returned in that order;
+    /// bypasses the cache and the read counter; safe to call from several threads at once.
+    /// Each run of adjacent column chunks is one byte-range read of the file.
+    pub(crate) fn decode_columns(&self, g: usize, cols: &[usize]) -> Result<Vec<ArrayRef>> {
+        let md = self.meta.metadata();
+        let n_groups = md.num_row_groups();
         if g >= n_groups {
             return Err(Error::format(format!(
                 "{}: row group {g} requested, file has {n_groups}",
@@ -156,35 +144,92 @@ impl ParquetFile {
         let mut sorted: Vec<usize> = cols.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
-        let proj_schema = Arc::new(
-            self.schema()
-                .project(&sorted)
-                .map_err(|e| pq_err(&self.path, e))?,
-        );
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        let batch = self.collect(self.build(Some(vec![g]), Some(&sorted))?, proj_schema)?;
-        let expected = self.meta.metadata().row_group(g).num_rows().max(0) as usize;
-        if batch.num_rows() != expected {
+        let schema = self.meta.parquet_schema();
+        let leaves: Vec<usize> = (0..schema.num_columns())
+            .filter(|&l| sorted.binary_search(&schema.get_column_root_idx(l)).is_ok())
+            .collect();
+        let mask = ProjectionMask::roots(schema, sorted.iter().copied());
+        let fail =
+            |e: &dyn std::fmt::Display| pq_err(&self.path, format_args!("cannot decode: {e}"));
+        let levels = parquet_to_arrow_field_levels(schema, mask, None).map_err(|e| fail(&e))?;
+        let chunks = GroupChunks::fetch(md, g, &leaves, |s, l| self.slice.read_at(s, l))
+            .map_err(|e| fail(&e))?;
+        let expected = md.row_group(g).num_rows().max(0) as usize;
+        let reader = ParquetRecordBatchReader::try_new_with_row_groups(
+            &levels,
+            &chunks,
+            expected.max(1),
+            None,
+        )
+        .map_err(|e| fail(&e))?;
+        let batches = reader
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| fail(&e))?;
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        if rows != expected {
             return Err(Error::format(format!(
-                "{}: row group {g} decoded {} rows, footer says {expected}",
-                self.path,
-                batch.num_rows()
+                "{}: row group {g} decoded {rows} rows, footer says {expected}",
+                self.path
             )));
         }
-        let order: Vec<usize> = cols
+        let column = |k: usize| -> Result<ArrayRef> {
+            match batches.as_slice() {
+                [one] => Ok(one.column(k).clone()),
+                many => {
+                    let parts: Vec<&dyn arrow_array::Array> =
+                        many.iter().map(|b| b.column(k).as_ref()).collect();
+                    arrow_select::concat::concat(&parts).map_err(|e| pq_err(&self.path, e))
+                }
+            }
+        };
+        if batches.is_empty() {
+            // A group of zero rows: empty arrays of the projected types.
+            let fields = parquet::arrow::parquet_to_arrow_schema_by_columns(
+                schema,
+                ProjectionMask::roots(schema, sorted.iter().copied()),
+                None,
+            )
+            .map_err(|e| fail(&e))?;
+            return Ok(cols
+                .iter()
+                .map(|c| {
+                    let k = sorted.binary_search(c).expect("column present");
+                    arrow_array::new_empty_array(fields.field(k).data_type())
+                })
+                .collect());
+        }
+        cols.iter()
+            .map(|c| column(sorted.binary_search(c).expect("column present")))
+            .collect()
+    }
+
+    /// Decodes row group `g` with `cols` (in that order) as a batch, counting the read;
+    /// bypasses the cache.
+    pub(crate) fn decode_group(&self, g: usize, cols: &[usize]) -> Result<RecordBatch> {
+        let arrays = self.decode_columns(g, cols)?;
+        self.count_reads(1);
+        let fields: Vec<arrow_schema::FieldRef> = cols
             .iter()
-            .map(|c| sorted.binary_search(c).expect("column present"))
+            .map(|&c| self.schema().fields()[c].clone())
             .collect();
-        batch.project(&order).map_err(|e| pq_err(&self.path, e))
+        RecordBatch::try_new_with_options(
+            Arc::new(arrow_schema::Schema::new(fields)),
+            arrays,
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(
+                self.meta.metadata().row_group(g).num_rows().max(0) as usize,
+            )),
+        )
+        .map_err(|e| pq_err(&self.path, e))
     }
 
     /// The whole file, every column (small tables), normalised (§15.4).
     pub(crate) fn read_all(&self) -> Result<RecordBatch> {
-        self.reads.fetch_add(
-            self.meta.metadata().num_row_groups() as u64,
-            Ordering::Relaxed,
-        );
-        let b = self.collect(self.build(None, None)?, self.schema().clone())?;
+        let cols: Vec<usize> = (0..self.schema().fields().len()).collect();
+        let groups = (0..self.num_row_groups())
+            .map(|g| self.decode_group(g, &cols))
+            .collect::<Result<Vec<_>>>()?;
+        let b = arrow_select::concat::concat_batches(self.schema(), &groups)
+            .map_err(|e| pq_err(&self.path, e))?;
         normalise(&b).map_err(|e| e.context(&self.path))
     }
 }
