@@ -20,9 +20,9 @@ use crate::chromdata::values::normalise;
 use crate::error::{Error, Result};
 
 /// Decoded row groups kept per file (sequential iteration decodes each group once).
-const CACHE_PER_FILE: usize = 2;
+pub(crate) const CACHE_PER_FILE: usize = 2;
 
-type CacheEntry = (usize, Vec<usize>, RecordBatch);
+type CacheEntry = (usize, Vec<usize>, Vec<ArrayRef>);
 
 /// A Parquet file of a store, its footer read.
 pub(crate) struct ParquetFile {
@@ -100,8 +100,8 @@ impl ParquetFile {
         })
     }
 
-    /// Row group `g` with `cols` from the per-file cache, if there.
-    pub(crate) fn cached(&self, g: usize, cols: &[usize]) -> Option<RecordBatch> {
+    /// Row group `g` with `cols` (arrays in that order) from the per-file cache, if there.
+    pub(crate) fn cached(&self, g: usize, cols: &[usize]) -> Option<Vec<ArrayRef>> {
         let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         cache
             .iter()
@@ -109,13 +109,14 @@ impl ParquetFile {
             .map(|(_, _, b)| b.clone())
     }
 
-    /// Puts a decoded row group into the per-file cache (the oldest entry leaves).
-    pub(crate) fn remember(&self, g: usize, cols: &[usize], batch: RecordBatch) {
+    /// Puts a decoded row group (arrays of `cols`) into the per-file cache (the oldest entry
+    /// leaves).
+    pub(crate) fn remember_arrays(&self, g: usize, cols: &[usize], arrays: Vec<ArrayRef>) {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if cache.len() >= CACHE_PER_FILE {
             cache.pop_front();
         }
-        cache.push_back((g, cols.to_vec(), batch));
+        cache.push_back((g, cols.to_vec(), arrays));
     }
 
     /// Number of row groups.
@@ -130,8 +131,48 @@ impl ParquetFile {
 
     /// Decodes row group `g` with the top-level columns `cols`, returned in that order;
     /// bypasses the cache and the read counter; safe to call from several threads at once.
-    /// Each run of adjacent column chunks is one byte-range read of the file.
     pub(crate) fn decode_columns(&self, g: usize, cols: &[usize]) -> Result<Vec<ArrayRef>> {
+        let md = self.meta.metadata();
+        let rows = if g < md.num_row_groups() {
+            md.row_group(g).num_rows().max(1) as usize
+        } else {
+            1
+        };
+        let mut parts: Vec<Vec<ArrayRef>> = vec![Vec::new(); cols.len()];
+        self.decode_batches(g, cols, rows, |_, arrays| {
+            for (p, a) in parts.iter_mut().zip(arrays) {
+                p.push(a);
+            }
+            Ok(())
+        })?;
+        parts
+            .into_iter()
+            .zip(cols)
+            .map(|(p, &c)| match p.as_slice() {
+                [one] => Ok(one.clone()),
+                [] => Ok(arrow_array::new_empty_array(
+                    self.schema().field(c).data_type(),
+                )),
+                many => {
+                    let refs: Vec<&dyn arrow_array::Array> =
+                        many.iter().map(|a| a.as_ref()).collect();
+                    arrow_select::concat::concat(&refs).map_err(|e| pq_err(&self.path, e))
+                }
+            })
+            .collect()
+    }
+
+    /// Decodes row group `g` with the top-level columns `cols` in batches of up to
+    /// `batch_rows` rows, handing each batch's arrays (in `cols` order) and its first row
+    /// in the group to `f`; bypasses the cache and the read counter; safe to call from
+    /// several threads at once. Each run of adjacent column chunks is one byte-range read.
+    pub(crate) fn decode_batches(
+        &self,
+        g: usize,
+        cols: &[usize],
+        batch_rows: usize,
+        mut f: impl FnMut(usize, Vec<ArrayRef>) -> Result<()>,
+    ) -> Result<()> {
         let md = self.meta.metadata();
         let n_groups = md.num_row_groups();
         if g >= n_groups {
@@ -144,6 +185,10 @@ impl ParquetFile {
         let mut sorted: Vec<usize> = cols.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
+        let order: Vec<usize> = cols
+            .iter()
+            .map(|c| sorted.binary_search(c).expect("column present"))
+            .collect();
         let schema = self.meta.parquet_schema();
         let leaves: Vec<usize> = (0..schema.num_columns())
             .filter(|&l| sorted.binary_search(&schema.get_column_root_idx(l)).is_ok())
@@ -158,49 +203,27 @@ impl ParquetFile {
         let reader = ParquetRecordBatchReader::try_new_with_row_groups(
             &levels,
             &chunks,
-            expected.max(1),
+            batch_rows.max(1),
             None,
         )
         .map_err(|e| fail(&e))?;
-        let batches = reader
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| fail(&e))?;
-        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let mut rows = 0usize;
+        for b in reader {
+            let b = b.map_err(|e| fail(&e))?;
+            let n = b.num_rows();
+            if rows + n > expected {
+                break;
+            }
+            f(rows, order.iter().map(|&k| b.column(k).clone()).collect())?;
+            rows += n;
+        }
         if rows != expected {
             return Err(Error::format(format!(
-                "{}: row group {g} decoded {rows} rows, footer says {expected}",
+                "{}: row group {g} decoded {rows} rows or more, footer says {expected}",
                 self.path
             )));
         }
-        let column = |k: usize| -> Result<ArrayRef> {
-            match batches.as_slice() {
-                [one] => Ok(one.column(k).clone()),
-                many => {
-                    let parts: Vec<&dyn arrow_array::Array> =
-                        many.iter().map(|b| b.column(k).as_ref()).collect();
-                    arrow_select::concat::concat(&parts).map_err(|e| pq_err(&self.path, e))
-                }
-            }
-        };
-        if batches.is_empty() {
-            // A group of zero rows: empty arrays of the projected types.
-            let fields = parquet::arrow::parquet_to_arrow_schema_by_columns(
-                schema,
-                ProjectionMask::roots(schema, sorted.iter().copied()),
-                None,
-            )
-            .map_err(|e| fail(&e))?;
-            return Ok(cols
-                .iter()
-                .map(|c| {
-                    let k = sorted.binary_search(c).expect("column present");
-                    arrow_array::new_empty_array(fields.field(k).data_type())
-                })
-                .collect());
-        }
-        cols.iter()
-            .map(|c| column(sorted.binary_search(c).expect("column present")))
-            .collect()
+        Ok(())
     }
 
     /// Decodes row group `g` with `cols` (in that order) as a batch, counting the read;

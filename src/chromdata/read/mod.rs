@@ -12,6 +12,7 @@
 
 mod assemble;
 mod files;
+mod gather;
 mod index;
 mod iter;
 mod open;
