@@ -15,6 +15,8 @@ pub mod ffi;
 /// cbindgen:ignore
 pub mod pool;
 /// cbindgen:ignore
+pub mod progress;
+/// cbindgen:ignore
 pub mod storage;
 /// cbindgen:ignore
 pub mod tile;

@@ -614,6 +614,12 @@ public:
 
   /// dc_dataset_set (DC_DATASET_THREADS, DC_DATASET_TILE_CACHE, DC_DATASET_VERIFY_CRC).
   void set(dc_dataset_param p, int64_t value) { detail::check(dc_dataset_set(h_, p, value), "dc_dataset_set"); }
+  /// dc_dataset_param_bounds: the values set(p, v) accepts, {min, max} (inclusive).
+  static std::pair<int64_t, int64_t> param_bounds(dc_dataset_param p) {
+    int64_t lo = 0, hi = 0;
+    detail::check(dc_dataset_param_bounds(p, &lo, &hi), "dc_dataset_param_bounds");
+    return {lo, hi};
+  }
   /// dc_dataset_set_cache_dir; an empty string restores the default location.
   void set_cache_dir(const std::string &dir) {
     detail::check(dc_dataset_set_cache_dir(h_, dir.empty() ? nullptr : dir.c_str()), "dc_dataset_set_cache_dir");
@@ -740,6 +746,12 @@ public:
 
   /// dc_writer_set (DC_WRITER_*).
   void set(dc_writer_param p, int64_t value) { detail::check(dc_writer_set(h_, p, value), "dc_writer_set"); }
+  /// dc_writer_param_bounds: the values set(p, v) accepts, {min, max} (inclusive).
+  static std::pair<int64_t, int64_t> param_bounds(dc_writer_param p) {
+    int64_t lo = 0, hi = 0;
+    detail::check(dc_writer_param_bounds(p, &lo, &hi), "dc_writer_param_bounds");
+    return {lo, hi};
+  }
   /// dc_writer_set_gene_order: output column j = input column order[j].
   void set_gene_order(view<int32_t> order) {
     detail::check(dc_writer_set_gene_order(h_, order.data(), order.size()), "dc_writer_set_gene_order");
@@ -866,6 +878,34 @@ public:
     struct ArrowArrayStream s;
     detail::check(dc_chromdata_read_spots(h_, original_order ? 1 : 0, c.data(), c.size(), &s),
                   "dc_chromdata_read_spots");
+    return ArrowStream(&s);
+  }
+
+  /// dc_chromdata_attrs: metadata of a pass-through entry as JSON text. `path`: the
+  /// original key, then member keys inside results mappings; empty for "uns", "contacts"
+  /// and "links".
+  std::string attrs(const std::string &kind, const std::vector<std::string> &path = {}) {
+    detail::cstrings p(path);
+    uint8_t *json = nullptr;
+    size_t len = 0;
+    detail::check(dc_chromdata_attrs(h_, kind.c_str(), p.data(), p.size(), &json, &len), "dc_chromdata_attrs");
+    std::string out(reinterpret_cast<const char *>(json), len);
+    dc_bytes_free(json, len);
+    return out;
+  }
+  /// dc_chromdata_array: a "cellm" / "binm" / "results" / "uns" array as one batch with one
+  /// column "value" (nested fixed-size lists; field metadata "shape").
+  ArrowStream array(const std::string &kind, const std::vector<std::string> &path) {
+    detail::cstrings p(path);
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_array(h_, kind.c_str(), p.data(), p.size(), &s), "dc_chromdata_array");
+    return ArrowStream(&s);
+  }
+  /// dc_chromdata_result_table: a results entry of type table.
+  ArrowStream result_table(const std::vector<std::string> &path) {
+    detail::cstrings p(path);
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_result_table(h_, p.data(), p.size(), &s), "dc_chromdata_result_table");
     return ArrowStream(&s);
   }
 

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::dataset::{DatasetWriter, WriterOptions};
 use crate::error::{Error, ErrorKind, Result};
+use crate::progress::{self, Observer, Progress, Stage, Unit};
 
 use super::mtx::{self, CellMatrix};
 use super::tables::{self, Tables, VarNamesFrom};
@@ -103,7 +104,7 @@ impl CellSource for MtxSource {
         Ok(self.matrix.gene_totals())
     }
     fn read_cells(&mut self, lo: u64, hi: u64) -> Result<CellMatrix> {
-        Ok(slice_rows(&self.matrix, lo as usize, hi as usize))
+        Ok(self.matrix.slice_rows(lo as usize, hi as usize))
     }
     fn var_names(&mut self) -> Result<Option<(Vec<String>, String)>> {
         self.load_tables()?;
@@ -127,32 +128,6 @@ impl CellSource for MtxSource {
             .map(|m| m.len())
             .sum()
     }
-}
-
-/// Rows `lo..hi` of a CSR matrix, as a new matrix with indptr from 0.
-pub fn slice_rows(m: &CellMatrix, lo: usize, hi: usize) -> CellMatrix {
-    let (a, b) = (m.indptr[lo] as usize, m.indptr[hi] as usize);
-    CellMatrix {
-        n_cells: hi - lo,
-        n_genes: m.n_genes,
-        indptr: m.indptr[lo..=hi].iter().map(|&p| p - a as i64).collect(),
-        indices: m.indices[a..b].to_vec(),
-        values: m.values[a..b].to_vec(),
-    }
-}
-
-/// Opens any supported input: a 10x folder, a `.h5ad` file, or a Matrix Market file
-/// (`.mtx`, `.mtx.gz`, or anything else starting with `%%MatrixMarket`).
-pub fn open_source(path: &Path) -> Result<Box<dyn CellSource>> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
-    if meta.is_dir() {
-        return Ok(Box::new(MtxSource::open(path)?));
-    }
-    // HDF5 files are recognised by their signature, whatever their name.
-    if super::h5ad::is_hdf5(path)? {
-        return Ok(Box::new(super::h5ad::H5adSource::open(path)?));
-    }
-    Ok(Box::new(MtxSource::open(path)?))
 }
 
 /// Settings of a conversion.
@@ -189,14 +164,15 @@ pub struct ConvertSummary {
     pub total_seconds: f64,
 }
 
-/// Converts `source` into a new dataset at `output`. `progress(cells_done, n_cells)` is
-/// called after every block of cells. An error (or a kill) leaves no dataset at `output`:
-/// the writer works in a temporary directory and publishes only in `finish`.
+/// Converts `source` into a new dataset at `output`. `observer` hears of the cells read and
+/// written ([`Stage::Read`], in cells) after every block of cells; it may cancel. An error,
+/// a cancel (or a kill) leaves no dataset at `output`: the writer works in a temporary
+/// directory and publishes only in `finish`.
 pub fn convert(
     source: &mut dyn CellSource,
     output: &Path,
     opts: &ConvertOptions,
-    progress: &mut dyn FnMut(u64, u64),
+    observer: &dyn Observer,
 ) -> Result<ConvertSummary> {
     let t0 = Instant::now();
     let (n_cells, n_genes) = (source.n_cells(), source.n_genes());
@@ -221,7 +197,18 @@ pub fn convert(
     let block = opts.writer.tile_size.clamp(1, 1 << 20);
     let mut nnz = 0u64;
     let mut lo = 0u64;
-    progress(0, n_cells);
+    let progress = |done| {
+        progress::report(
+            observer,
+            Progress {
+                stage: Stage::Read,
+                unit: Unit::Cells,
+                done,
+                total: Some(n_cells),
+            },
+        )
+    };
+    progress(0)?;
     while lo < n_cells {
         let hi = (lo + block).min(n_cells);
         let m = source.read_cells(lo, hi)?;
@@ -236,7 +223,7 @@ pub fn convert(
                 }
             })?;
         lo = hi;
-        progress(lo, n_cells);
+        progress(lo)?;
     }
     let tables_stored = tables::attach_tables(&mut writer, tables)?;
     writer.finish()?;

@@ -234,6 +234,9 @@ class ChromDataWriter(Handle):
                               self._source, option_strings(options))
         self.set(**{k: v for k, v in settings.items() if v is not None})
 
+    def __reduce__(self) -> Any:
+        raise TypeError("a ChromDataWriter cannot be pickled: a write in progress lives in one process")
+
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         try:
             if exc_type is None and not self.closed:

@@ -13,7 +13,6 @@ from ._handles import Handle, Options, PathOrUrl, cstrings, normalize_source, op
 
 if TYPE_CHECKING:
     import anndata
-    import pandas as pd
 
 _PARAMS = {
     "tile_size": _capi.DC_WRITER_TILE_SIZE,
@@ -75,6 +74,9 @@ class Writer(Handle):
                               option_strings(options), ctypes.c_uint32(self._n_genes))
         self.set(**{k: v for k, v in settings.items() if v is not None})
 
+    def __reduce__(self) -> Any:
+        raise TypeError("a Writer cannot be pickled: a write in progress lives in one process")
+
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         try:
             if exc_type is None and not self.closed:
@@ -94,6 +96,16 @@ class Writer(Handle):
             if key not in _PARAMS:
                 raise TypeError(f"unknown writer setting {key!r}; known: {', '.join(_PARAMS)}")
             call(_capi.dc_writer_set, self._live(), _PARAMS[key], int(value))
+
+    @staticmethod
+    def param_bounds(key: str) -> tuple[int, int]:
+        """The values ``set(key=...)`` accepts, as ``(min, max)`` inclusive
+        (``dc_writer_param_bounds``; the zstd levels are those of the bundled zstd)."""
+        if key not in _PARAMS:
+            raise TypeError(f"unknown writer setting {key!r}; known: {', '.join(_PARAMS)}")
+        lo, hi = ctypes.c_int64(), ctypes.c_int64()
+        call(_capi.dc_writer_param_bounds, _PARAMS[key], ctypes.byref(lo), ctypes.byref(hi))
+        return lo.value, hi.value
 
     def set_gene_order(self, order: Sequence[int]) -> None:
         """Output column j = input column ``order[j]`` (``dc_writer_set_gene_order``)."""

@@ -18,7 +18,7 @@ using SparseArrays
 export DeltaCellsError, Dataset, Writer, ChromData, ChromDataWriter, ArrowStream,
        info, gather, read_tile, var_names, gene_order, obs, var_table, write_dataset,
        tile_encode, tile_decode, tile_inspect, get_trace, get_cell, get_chrom, read_spots,
-       table, abi_version, library_version
+       table, abi_version, library_version, param_bounds
 
 const libdeltacells = get(ENV, "DELTACELLS_LIB", "libdeltacells")
 
@@ -117,6 +117,12 @@ Base.size(ds::Dataset) = (i = info(ds); (Int(i.n_genes), Int(i.n_cells)))
 
 "Sets `L.DC_DATASET_THREADS`, `L.DC_DATASET_TILE_CACHE` or `L.DC_DATASET_VERIFY_CRC`."
 set!(ds::Dataset, param::Integer, value::Integer) = check(L.dc_dataset_set(handle(ds), param, value))
+"The values `set!(::Dataset, param, value)` accepts, as a range `min:max`."
+function param_bounds(::Type{Dataset}, param::Integer)
+    lo, hi = Ref{Int64}(0), Ref{Int64}(0)
+    check(L.dc_dataset_param_bounds(param, lo, hi))
+    return lo[]:hi[]
+end
 set_cache_dir!(ds::Dataset, dir::Union{Nothing,AbstractString}) =
     check(L.dc_dataset_set_cache_dir(handle(ds), dir === nothing ? C_NULL : dir))
 
@@ -222,6 +228,12 @@ end
 handle(w::Writer) = w.ptr == C_NULL ? throw(ArgumentError("the writer was closed")) : w.ptr
 
 set!(w::Writer, param::Integer, value::Integer) = check(L.dc_writer_set(handle(w), param, value))
+"The values `set!(::Writer, param, value)` accepts, as a range `min:max`."
+function param_bounds(::Type{Writer}, param::Integer)
+    lo, hi = Ref{Int64}(0), Ref{Int64}(0)
+    check(L.dc_writer_param_bounds(param, lo, hi))
+    return lo[]:hi[]
+end
 set_gene_order!(w::Writer, order::AbstractVector{<:Integer}) =
     (o = Int32[x - 1 for x in order]; check(L.dc_writer_set_gene_order(handle(w), o, length(o))))
 function set_var_names!(w::Writer, names::AbstractVector{<:AbstractString})
@@ -351,6 +363,29 @@ iter_cells(cd::ChromData, batch::Integer; columns = nothing) =
     with_columns((c, n) -> stream(p -> L.dc_chromdata_iter_cells(handle(cd), batch, c, n, p)), columns)
 read_spots(cd::ChromData; original_order::Bool = false, columns = nothing) =
     with_columns((c, n) -> stream(p -> L.dc_chromdata_read_spots(handle(cd), original_order, c, n, p)), columns)
+
+"""
+    attrs(cd, kind, path = String[]) -> String
+
+Metadata of a pass-through entry as JSON text (`dc_chromdata_attrs`): `kind` is "results",
+"cellm", "binm", "intervals", "points" (path = the key, then member keys inside results
+mappings), or "uns", "contacts", "links" (empty path).
+"""
+function attrs(cd::ChromData, kind::AbstractString, path = String[])
+    json, len = Ref{Ptr{UInt8}}(C_NULL), Ref{Csize_t}(0)
+    with_columns((c, n) -> check(L.dc_chromdata_attrs(handle(cd), kind, c, n, json, len)), path)
+    try
+        return unsafe_string(json[], len[])
+    finally
+        L.dc_bytes_free(json[], len[])
+    end
+end
+"An array entry (cellm, binm, results, uns) as one batch with one column `value`."
+array(cd::ChromData, kind::AbstractString, path) =
+    with_columns((c, n) -> stream(p -> L.dc_chromdata_array(handle(cd), kind, c, n, p)), path)
+"A results entry of type table."
+result_table(cd::ChromData, path) =
+    with_columns((c, n) -> stream(p -> L.dc_chromdata_result_table(handle(cd), c, n, p)), path)
 
 """
     ChromDataWriter(path)

@@ -188,6 +188,21 @@ function dc_chromdata_read_spots(cd, original_order, columns, n_columns, out)
     ccall((:dc_chromdata_read_spots, libdeltacells), dc_status, (Ptr{dc_chromdata}, Cint, Ptr{Ptr{Cchar}}, Csize_t, Ptr{ArrowArrayStream}), cd, original_order, columns, n_columns, out)
 end
 
+# dc_status dc_chromdata_attrs(struct dc_chromdata * cd, const char * kind, const char * const * path, size_t n_path, uint8_t * * json_out, size_t * len_out)
+function dc_chromdata_attrs(cd, kind, path, n_path, json_out, len_out)
+    ccall((:dc_chromdata_attrs, libdeltacells), dc_status, (Ptr{dc_chromdata}, Cstring, Ptr{Ptr{Cchar}}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), cd, kind, path, n_path, json_out, len_out)
+end
+
+# dc_status dc_chromdata_array(struct dc_chromdata * cd, const char * kind, const char * const * path, size_t n_path, struct ArrowArrayStream * out)
+function dc_chromdata_array(cd, kind, path, n_path, out)
+    ccall((:dc_chromdata_array, libdeltacells), dc_status, (Ptr{dc_chromdata}, Cstring, Ptr{Ptr{Cchar}}, Csize_t, Ptr{ArrowArrayStream}), cd, kind, path, n_path, out)
+end
+
+# dc_status dc_chromdata_result_table(struct dc_chromdata * cd, const char * const * path, size_t n_path, struct ArrowArrayStream * out)
+function dc_chromdata_result_table(cd, path, n_path, out)
+    ccall((:dc_chromdata_result_table, libdeltacells), dc_status, (Ptr{dc_chromdata}, Ptr{Ptr{Cchar}}, Csize_t, Ptr{ArrowArrayStream}), cd, path, n_path, out)
+end
+
 # dc_status dc_chromdata_writer_create(const char * path, struct dc_chromdata_writer * * out)
 function dc_chromdata_writer_create(path, out)
     ccall((:dc_chromdata_writer_create, libdeltacells), dc_status, (Cstring, Ptr{Ptr{dc_chromdata_writer}}), path, out)
@@ -241,6 +256,11 @@ end
 # dc_status dc_dataset_set(struct dc_dataset * ds, dc_dataset_param p, int64_t value)
 function dc_dataset_set(ds, p, value)
     ccall((:dc_dataset_set, libdeltacells), dc_status, (Ptr{dc_dataset}, dc_dataset_param, Int64), ds, p, value)
+end
+
+# dc_status dc_dataset_param_bounds(dc_dataset_param p, int64_t * min, int64_t * max)
+function dc_dataset_param_bounds(p, min, max)
+    ccall((:dc_dataset_param_bounds, libdeltacells), dc_status, (dc_dataset_param, Ptr{Int64}, Ptr{Int64}), p, min, max)
 end
 
 # dc_status dc_dataset_info_get(const struct dc_dataset * ds, struct dc_dataset_info * out)
@@ -341,6 +361,11 @@ end
 # dc_status dc_writer_set(struct dc_writer * w, dc_writer_param p, int64_t value)
 function dc_writer_set(w, p, value)
     ccall((:dc_writer_set, libdeltacells), dc_status, (Ptr{dc_writer}, dc_writer_param, Int64), w, p, value)
+end
+
+# dc_status dc_writer_param_bounds(dc_writer_param p, int64_t * min, int64_t * max)
+function dc_writer_param_bounds(p, min, max)
+    ccall((:dc_writer_param_bounds, libdeltacells), dc_status, (dc_writer_param, Ptr{Int64}, Ptr{Int64}), p, min, max)
 end
 
 # dc_status dc_writer_set_gene_order(struct dc_writer * w, const int32_t * order, size_t n)
