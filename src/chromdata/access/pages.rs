@@ -67,6 +67,55 @@ impl ChunkReader for ChunkBytes {
 thread_local! {
     /// One zstd decompression context per thread, created on first use.
     static ZSTD: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    /// Buffers of finished pages and chunks, for the next ones decoded on this thread.
+    static POOL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Bytes kept in one thread's buffer pool at most.
+const POOL_BYTES: usize = 16 << 20;
+
+/// A buffer from this thread's pool with room for `n` bytes (empty), or a new one. Pages
+/// and column chunks are 64 KiB–1 MiB: fresh ones are each a map / unmap of new memory
+/// with a page fault per 4 KiB, which made a tenth of a full read's time.
+pub(crate) fn pooled_buffer(n: usize) -> Vec<u8> {
+    let reused = POOL
+        .try_with(|p| {
+            let mut p = p.borrow_mut();
+            let i = p.iter().position(|v| v.capacity() >= n)?;
+            Some(p.swap_remove(i))
+        })
+        .ok()
+        .flatten();
+    match reused {
+        Some(mut v) => {
+            v.clear();
+            v
+        }
+        None => Vec::with_capacity(n),
+    }
+}
+
+/// A buffer's bytes, returned to the pool of the thread that drops them.
+pub(crate) struct Pooled(pub(crate) Vec<u8>);
+
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        let v = std::mem::take(&mut self.0);
+        // During thread teardown the pool may be gone: then the buffer is just freed.
+        let _ = POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            let held: usize = p.iter().map(Vec::capacity).sum();
+            if held + v.capacity() <= POOL_BYTES {
+                p.push(v);
+            }
+        });
+    }
 }
 
 /// Largest page this reader decompresses without a size in the frame header (pages are
@@ -93,10 +142,10 @@ fn unzstd(prefix: &[u8], data: &[u8]) -> PqResult<Bytes> {
             .map(|n| n as usize);
         let mut cap = known.unwrap_or_else(|| data.len().saturating_mul(4).max(1 << 16));
         loop {
-            let mut out = Vec::with_capacity(prefix.len() + cap);
+            let mut out = pooled_buffer(prefix.len() + cap);
             out.extend_from_slice(prefix);
             match d.decompress_to_buffer(data, &mut out) {
-                Ok(_) => return Ok(Bytes::from(out)),
+                Ok(_) => return Ok(Bytes::from_owner(Pooled(out))),
                 // Without a content size (or with several frames) the output may not fit:
                 // grow and retry.
                 Err(_) if known.is_none() && cap < MAX_PAGE => {
@@ -239,12 +288,13 @@ pub(crate) struct GroupChunks<'a> {
 
 impl<'a> GroupChunks<'a> {
     /// Fetches the chunks of `leaves` (leaf column indices) of row group `group`, with one
-    /// `read(start, len)` per run of adjacent chunks.
+    /// `read(start, buffer, len)` (fills `buffer` with `len` bytes at `start`) per run of
+    /// adjacent chunks.
     pub(crate) fn fetch(
         meta: &'a ParquetMetaData,
         group: usize,
         leaves: &[usize],
-        read: impl Fn(u64, usize) -> std::io::Result<Vec<u8>>,
+        read: impl Fn(u64, &mut Vec<u8>, usize) -> std::io::Result<()>,
     ) -> PqResult<GroupChunks<'a>> {
         let rg = meta.row_group(group);
         let mut ranges: Vec<(u64, u64, usize)> = Vec::with_capacity(leaves.len());
@@ -268,7 +318,9 @@ impl<'a> GroupChunks<'a> {
             }
             let len = usize::try_from(end - start)
                 .map_err(|_| ParquetError::General("column chunk too large".into()))?;
-            let data = Bytes::from(read(start, len).map_err(external)?);
+            let mut buf = pooled_buffer(len);
+            read(start, &mut buf, len).map_err(external)?;
+            let data = Bytes::from_owner(Pooled(buf));
             for &(s, e, leaf) in &ranges[i..j] {
                 let part = data.slice((s - start) as usize..(e - start) as usize);
                 chunks.insert(

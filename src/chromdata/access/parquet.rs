@@ -197,8 +197,9 @@ impl ParquetFile {
         let fail =
             |e: &dyn std::fmt::Display| pq_err(&self.path, format_args!("cannot decode: {e}"));
         let levels = parquet_to_arrow_field_levels(schema, mask, None).map_err(|e| fail(&e))?;
-        let chunks = GroupChunks::fetch(md, g, &leaves, |s, l| self.slice.read_at(s, l))
-            .map_err(|e| fail(&e))?;
+        let chunks =
+            GroupChunks::fetch(md, g, &leaves, |s, buf, l| self.slice.read_into(s, buf, l))
+                .map_err(|e| fail(&e))?;
         let expected = md.row_group(g).num_rows().max(0) as usize;
         let reader = ParquetRecordBatchReader::try_new_with_row_groups(
             &levels,

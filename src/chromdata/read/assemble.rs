@@ -7,7 +7,7 @@
 //! bins-referenced columns gathered by bin_id.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
@@ -19,6 +19,7 @@ use arrow_buffer::{ArrowNativeType, OffsetBuffer, ScalarBuffer};
 use arrow_schema::DataType;
 
 use super::gather::{read_sets, SetRead};
+use super::memory::result_vec;
 use super::plan::{Requests, Selection};
 use super::schema::{ColumnSource, FileSetId};
 use super::OpenStore;
@@ -56,10 +57,11 @@ struct Runs {
 struct Keys {
     /// Rows kept by the chromosome filter (None: all rows).
     mask: Option<BooleanArray>,
-    /// bin_id as stored (unfiltered).
+    /// bin_id as stored (unfiltered), checked to be in `[0, n_bins)`.
     bin_ids: ArrayRef,
-    /// bin_id as gather indices (unfiltered).
-    bin_idx: UInt32Array,
+    /// bin_id as gather indices (unfiltered), made when a column needs them.
+    bin_idx: OnceLock<UInt32Array>,
+    rows: usize,
     runs: Runs,
 }
 
@@ -76,58 +78,103 @@ impl Keys {
     fn rows(&self) -> usize {
         match &self.mask {
             Some(m) => m.true_count(),
-            None => self.bin_idx.len(),
+            None => self.rows,
         }
     }
 
-    /// Indices into per-trace (`cell` false) or per-cell values, one per selected row.
-    fn run_indices(&self, cell: bool) -> Option<UInt32Array> {
-        let n = self.bin_idx.len();
-        let mut v = Vec::with_capacity(n);
-        for &(t, c, len) in &self.runs.runs {
-            let code = if cell { c? } else { t };
-            v.extend(std::iter::repeat_n(code, len));
-        }
-        Some(UInt32Array::from(v))
+    /// bin_id as gather indices (all selected rows).
+    fn bin_idx(&self) -> &UInt32Array {
+        self.bin_idx.get_or_init(|| {
+            let b = self.bin_ids.as_primitive::<Int32Type>();
+            let mut v = result_vec(b.len());
+            // Checked at construction: every value is in [0, n_bins).
+            v.extend(b.values().iter().map(|&x| x as u32));
+            UInt32Array::from(v)
+        })
+    }
+
+    /// (code, rows) of each run: its cell code (`cell`) or trace code.
+    fn run_codes(&self, cell: bool) -> Result<Vec<(usize, usize)>> {
+        self.runs
+            .runs
+            .iter()
+            .map(|&(t, c, len)| {
+                let code = if cell { c } else { Some(t) };
+                code.map(|c| (c as usize, len)).ok_or_else(|| {
+                    Error::new(ErrorKind::Internal, "cell codes of runs without cells")
+                })
+            })
+            .collect()
     }
 
     /// `values` repeated run by run (`cell`: by cell code, else by trace code).
     fn repeat(&self, values: &ArrayRef, cell: bool) -> Result<ArrayRef> {
-        if let (DataType::Utf8, false) = (values.data_type(), values.null_count() > 0) {
-            let codes = self.runs.runs.iter().map(|&(t, c, len)| {
-                let code = if cell { c.unwrap_or(0) } else { t };
-                (code as usize, len)
-            });
-            return repeat_strings(values.as_string::<i32>(), codes);
+        let runs = self.run_codes(cell)?;
+        if values.null_count() == 0 {
+            if let DataType::Utf8 = values.data_type() {
+                return repeat_strings(values.as_string::<i32>(), &runs);
+            }
+            macro_rules! fill {
+                ($t:ty) => {
+                    return Ok(repeat_values(values.as_primitive::<$t>(), &runs))
+                };
+            }
+            match values.data_type() {
+                DataType::Int64 => fill!(Int64Type),
+                DataType::Int32 => fill!(Int32Type),
+                DataType::Int16 => fill!(Int16Type),
+                DataType::Int8 => fill!(Int8Type),
+                DataType::UInt64 => fill!(UInt64Type),
+                DataType::UInt32 => fill!(UInt32Type),
+                DataType::UInt16 => fill!(UInt16Type),
+                DataType::UInt8 => fill!(UInt8Type),
+                DataType::Float64 => fill!(Float64Type),
+                DataType::Float32 => fill!(Float32Type),
+                _ => {}
+            }
         }
-        let idx = self
-            .run_indices(cell)
-            .ok_or_else(|| Error::new(ErrorKind::Internal, "cell codes of runs without cells"))?;
-        take(values, &idx)
+        let mut idx = result_vec(self.bin_ids.len());
+        for &(c, len) in &runs {
+            idx.extend(std::iter::repeat_n(c as u32, len));
+        }
+        take(values, &UInt32Array::from(idx))
     }
 }
 
+/// Each (code, n) of `runs` as n copies of `values[code]` (no nulls in `values`).
+fn repeat_values<T: ArrowPrimitiveType>(
+    values: &PrimitiveArray<T>,
+    runs: &[(usize, usize)],
+) -> ArrayRef {
+    let n = runs.iter().map(|r| r.1).sum();
+    let mut v = result_vec(n);
+    for &(c, len) in runs {
+        v.extend(std::iter::repeat_n(values.value(c), len));
+    }
+    Arc::new(
+        PrimitiveArray::<T>::new(ScalarBuffer::from(v), None)
+            .with_data_type(values.data_type().clone()),
+    )
+}
+
 /// Each (code, n) of `runs` as n copies of `values[code]`, as one utf8 array.
-fn repeat_strings(
-    values: &StringArray,
-    runs: impl Iterator<Item = (usize, usize)> + Clone,
-) -> Result<ArrayRef> {
+fn repeat_strings(values: &StringArray, runs: &[(usize, usize)]) -> Result<ArrayRef> {
     let offs = values.value_offsets();
     let total: usize = runs
-        .clone()
-        .map(|(c, n)| (offs[c + 1] - offs[c]) as usize * n)
+        .iter()
+        .map(|&(c, n)| (offs[c + 1] - offs[c]) as usize * n)
         .sum();
     if total > i32::MAX as usize {
         return Err(Error::format(
             "result string column exceeds 2 GiB (utf8 offsets are 32-bit)",
         ));
     }
-    let rows: usize = runs.clone().map(|(_, n)| n).sum();
-    let mut offsets = Vec::with_capacity(rows + 1);
-    let mut bytes = Vec::with_capacity(total);
+    let rows: usize = runs.iter().map(|r| r.1).sum();
+    let mut offsets = result_vec(rows + 1);
+    let mut bytes = result_vec(total);
     offsets.push(0i32);
     let data = values.value_data();
-    for (c, n) in runs {
+    for &(c, n) in runs {
         let s = &data[offs[c] as usize..offs[c + 1] as usize];
         for _ in 0..n {
             bytes.extend_from_slice(s);
@@ -193,6 +240,37 @@ fn code_indices(a: &dyn Array, n: usize, what: &str, nullable: bool) -> Result<U
     }
     dispatch!(Int8 => Int8Type, Int16 => Int16Type, Int32 => Int32Type, Int64 => Int64Type,
               UInt8 => UInt8Type, UInt16 => UInt16Type, UInt32 => UInt32Type, UInt64 => UInt64Type)
+}
+
+/// Checks bin ids: Int32, never null, in `[0, n_bins)`.
+fn check_bin_ids(a: &dyn Array, n_bins: usize, what: &str) -> Result<()> {
+    let b = a
+        .as_primitive_opt::<Int32Type>()
+        .ok_or_else(|| Error::format(format!("{what}: stored as {}, not int32", a.data_type())))?;
+    if b.null_count() > 0 {
+        let i = (0..b.len()).find(|&i| b.is_null(i)).unwrap_or(0);
+        return Err(Error::format(format!(
+            "{what}: null at selected row {i} (never null)"
+        )));
+    }
+    // One branch-free pass; the offending row is looked for only on failure.
+    let bad = b
+        .values()
+        .iter()
+        .fold(false, |acc, &x| acc | (x as u32 as usize >= n_bins));
+    if bad {
+        let (i, v) = b
+            .values()
+            .iter()
+            .enumerate()
+            .find(|&(_, &x)| x < 0 || x as usize >= n_bins)
+            .map(|(i, &x)| (i, x))
+            .unwrap_or((0, -1));
+        return Err(Error::format(format!(
+            "{what}: value {v} at selected row {i} is out of range [0, {n_bins})"
+        )));
+    }
+    Ok(())
 }
 
 /// Checks that every row of each run holds its run's code (`codes` over all selected rows).
@@ -325,12 +403,7 @@ impl OpenStore {
         };
         let n_bins = self.root.uchrom().n_bins as usize;
         let bin_ids = key(0)?.clone();
-        let bin_idx = code_indices(
-            bin_ids.as_ref(),
-            n_bins,
-            &format!("{d}: spots bin_id"),
-            false,
-        )?;
+        check_bin_ids(bin_ids.as_ref(), n_bins, &format!("{d}: spots bin_id"))?;
         let ix = &self.index;
         let runs: Vec<(u32, Option<u32>, usize)> = sel
             .runs
@@ -357,7 +430,8 @@ impl OpenStore {
         }
         let mask = sel.chrom_filter.map(|ch| {
             BooleanArray::from(
-                bin_idx
+                bin_ids
+                    .as_primitive::<Int32Type>()
                     .values()
                     .iter()
                     .map(|&b| self.small.bin_chrom[b as usize] == ch)
@@ -366,8 +440,9 @@ impl OpenStore {
         });
         Ok(Keys {
             mask,
+            rows: bin_ids.len(),
             bin_ids,
-            bin_idx,
+            bin_idx: OnceLock::new(),
             runs: Runs { runs },
         })
     }
@@ -407,7 +482,7 @@ impl OpenStore {
             } => {
                 let what = format!("{d}: spot column \"{}\"", col.name);
                 let spread = match key {
-                    DerivedKey::Bin => take(values, &keys.bin_idx)?,
+                    DerivedKey::Bin => take(values, keys.bin_idx())?,
                     DerivedKey::Trace => keys.repeat(values, false)?,
                     DerivedKey::Cell => {
                         if self.small.cell_cats.is_none() {
@@ -421,7 +496,7 @@ impl OpenStore {
                 // Codes of the selected rows only are decoded (and checked).
                 decode(&spread, categories, &what)?
             }
-            ColumnSource::Bins { values } => take(values, &keys.bin_idx)?,
+            ColumnSource::Bins { values } => take(values, keys.bin_idx())?,
         };
         let a = normalise_array(&keys.filter(a)?)?;
         if a.data_type() != &col.dtype {

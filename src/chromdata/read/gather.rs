@@ -19,6 +19,7 @@ use arrow_data::ArrayDataBuilder;
 use arrow_schema::DataType;
 
 use super::files::FileSet;
+use super::memory::{advise_huge, HUGE};
 use crate::chromdata::access::parquet::CACHE_PER_FILE;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -43,6 +44,8 @@ struct Piece {
 struct GroupPlan {
     file: usize,
     local: usize,
+    /// Rows of the group.
+    rows: usize,
     pieces: Vec<Piece>,
 }
 
@@ -74,6 +77,7 @@ fn plan_set(r: &SetRead<'_>) -> Result<SetPlan> {
                 groups.push(GroupPlan {
                     file: p,
                     local,
+                    rows: (ge - gs) as usize,
                     pieces: Vec::new(),
                 });
                 groups.len() - 1
@@ -281,9 +285,6 @@ fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskO
     Ok(out)
 }
 
-/// Huge page size of x86-64 / aarch64 Linux transparent huge pages.
-const HUGE: usize = 2 << 20;
-
 /// Start of every column in the arena is a multiple of this (Arrow's preferred alignment).
 const COLUMN_ALIGN: usize = 64;
 
@@ -293,11 +294,8 @@ const COLUMN_ALIGN: usize = 64;
 /// `vec![0; n]` is a calloc: fresh pages come zeroed from the kernel and are first touched
 /// by the tasks that fill them, in parallel (an aligned zeroed allocation would memset
 /// every byte on the calling thread first: 20 % of a full read). A large arena starts on a
-/// 2 MiB boundary of a slightly larger allocation and asks for transparent huge pages over
-/// its whole 2 MiB pages: a full read faults in every page of its result, and with 4 KiB
-/// pages those faults were a third of its time (measured on the 2-core VM); 2 MiB pages are
-/// 512 times fewer. The tail and the slack stay 4 KiB pages, untouched slack costs no
-/// resident memory.
+/// 2 MiB boundary of a slightly larger allocation, advised for huge pages
+/// ([`super::memory`]); untouched slack costs no resident memory.
 struct Arena {
     mem: Vec<u8>,
     start: usize,
@@ -337,18 +335,7 @@ impl Arena {
         let mem = vec![0u8; len + HUGE];
         let base = mem.as_ptr() as usize;
         let start = base.next_multiple_of(HUGE) - base;
-        #[cfg(target_os = "linux")]
-        // SAFETY: madvise only changes how the kernel backs the pages of
-        // [base + start, base + start + len / HUGE * HUGE), which lies inside the allocation
-        // `mem` owns; contents and validity of the memory do not change, and a failure (THP
-        // disabled) is harmless and ignored.
-        unsafe {
-            libc::madvise(
-                (base + start) as *mut libc::c_void,
-                len / HUGE * HUGE,
-                libc::MADV_HUGEPAGE,
-            );
-        }
+        advise_huge(mem[start..].as_ptr(), len);
         Arena {
             mem,
             start,
@@ -529,11 +516,16 @@ fn make_tasks<'a>(
 }
 
 /// Indices of the groups of `plan` that end up in the file caches: the last
-/// `CACHE_PER_FILE` per file, in first-use order.
+/// `CACHE_PER_FILE` per file, in first-use order, among those the read uses only part of
+/// (a later query — the next batch of an iteration — may want the rest; a group read whole,
+/// as in full reads, is not kept: keeping the last groups of every partition would hold
+/// hundreds of MB after a full read).
 fn last_per_file(plan: &SetPlan) -> Vec<usize> {
     let mut per_file: HashMap<usize, Vec<usize>> = HashMap::new();
     for (gi, g) in plan.groups.iter().enumerate() {
-        per_file.entry(g.file).or_default().push(gi);
+        if g.pieces.iter().map(|p| p.len).sum::<usize>() < g.rows {
+            per_file.entry(g.file).or_default().push(gi);
+        }
     }
     per_file
         .into_values()
