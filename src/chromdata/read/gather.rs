@@ -300,7 +300,7 @@ struct Arena {
     mem: Vec<u8>,
     start: usize,
     /// (offset, bytes) of each fixed-width column: `cols[read][name]`.
-    cols: Vec<Vec<Option<(usize, usize)>>>,
+    cols: ColumnSpans,
     len: usize,
 }
 
@@ -366,16 +366,22 @@ impl Arena {
     }
 
     /// The arena as one Arrow buffer (zero-copy) and the columns' (offset, bytes).
-    fn into_buffer(self) -> (Buffer, Vec<Vec<Option<(usize, usize)>>>) {
+    fn into_buffer(self) -> (Buffer, ColumnSpans) {
         let buf = Buffer::from_vec(self.mem).slice_with_length(self.start, self.len);
         (buf, self.cols)
     }
 }
 
+/// Where each fixed-width column lies in the arena, `[read][name]`: (offset, bytes).
+type ColumnSpans = Vec<Vec<Option<(usize, usize)>>>;
+
+/// One column's output cut per group and piece: `[group][piece]`.
+type GroupSlices<'a> = Vec<Vec<&'a mut [u8]>>;
+
 /// Cuts `buf` (output rows × `w` bytes) into the slices of every piece, handed to the
 /// groups they belong to: `dst[group][piece]`.
-fn carve<'a>(buf: &'a mut [u8], w: usize, plan: &SetPlan) -> Vec<Vec<&'a mut [u8]>> {
-    let mut per_group: Vec<Vec<&'a mut [u8]>> = plan
+fn carve<'a>(buf: &'a mut [u8], w: usize, plan: &SetPlan) -> GroupSlices<'a> {
+    let mut per_group: GroupSlices<'a> = plan
         .groups
         .iter()
         .map(|g| Vec::with_capacity(g.pieces.len()))
@@ -452,7 +458,7 @@ fn make_tasks<'a>(
     columns: Vec<Vec<Option<&'a mut [u8]>>>,
 ) -> Vec<Task<'a>> {
     // dst[read][name][group] = slices of that group's pieces.
-    let mut dst: Vec<Vec<Option<Vec<Vec<&'a mut [u8]>>>>> = Vec::with_capacity(columns.len());
+    let mut dst: Vec<Vec<Option<GroupSlices<'a>>>> = Vec::with_capacity(columns.len());
     for (r, row) in columns.into_iter().enumerate() {
         let plan = &plans[r];
         dst.push(

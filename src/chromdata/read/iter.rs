@@ -6,8 +6,9 @@ use std::sync::Arc;
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
 
+use super::open::OpenStore;
 use super::plan::Columns;
-use super::{ChromData, OpenStore};
+use super::ChromData;
 use crate::error::{Error, ErrorKind, Result};
 
 /// What a batch of an iterator covers.

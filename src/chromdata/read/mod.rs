@@ -31,21 +31,14 @@ pub use query::CatValue;
 pub use query::{FileRead, PlanQuery};
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch};
 
-use crate::chromdata::access::store::Store;
-use crate::chromdata::access::zarr::ArrayReader;
-use crate::chromdata::spec::{
-    self, ColumnDesc, ComponentAttrs, ComponentKind, GroupNode, Layout, Root, Tables,
-};
+use crate::chromdata::spec::{self, ColumnDesc, ComponentAttrs, ComponentKind, GroupNode, Layout};
 use crate::error::{Error, ErrorKind, Result};
-use files::{FileSet, SpotSets};
-use index::Index;
-use schema::OutputColumn;
-use tables::{Loader, SmallTables};
+use open::OpenStore;
 
 /// Summary counts of a store (the C `dc_chromdata_info`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,42 +58,6 @@ pub struct Info {
     pub has_source_row: bool,
     /// 32 or 64; 0 without coordinates.
     pub coord_bits: u32,
-}
-
-/// An opened, validated store: its metadata, index, small tables, file sets and the full
-/// result schema.
-pub(crate) struct OpenStore {
-    pub(crate) store: Arc<Store>,
-    pub(crate) root: Root,
-    pub(crate) tables: Tables,
-    pub(crate) index: Index,
-    /// Row groups decoded so far (see [`ChromData::row_group_reads`]).
-    pub(crate) reads: Arc<AtomicU64>,
-    pub(crate) spots: SpotSets,
-    pub(crate) tracks: Option<FileSet>,
-    pub(crate) layers: Vec<FileSet>,
-    pub(crate) small: SmallTables,
-    /// The full result schema (§15.1).
-    pub(crate) columns: Vec<OutputColumn>,
-    /// `index/source_row`, read when original order is first asked for.
-    pub(crate) source_row: Mutex<Option<Arc<Vec<i64>>>>,
-    pub(crate) arrays: ArrayReader,
-}
-
-impl OpenStore {
-    pub(crate) fn loader(&self) -> Loader {
-        Loader::new(self.store.clone(), self.reads.clone())
-    }
-
-    /// The file set `id` (None when the store has no such set).
-    pub(crate) fn file_set(&self, id: schema::FileSetId) -> Option<&FileSet> {
-        match id {
-            schema::FileSetId::Key => Some(self.spots.key()),
-            schema::FileSetId::Primary => self.spots.primary(),
-            schema::FileSetId::Tracks => self.tracks.as_ref(),
-            schema::FileSetId::Layer(k) => self.layers.get(k),
-        }
-    }
 }
 
 /// An open store. Cheap to clone; `Send + Sync`: queries from several threads are fine.
