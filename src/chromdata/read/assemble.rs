@@ -20,9 +20,9 @@ use arrow_schema::DataType;
 
 use super::gather::{read_sets, SetRead};
 use super::memory::result_vec;
-use super::open::OpenStore;
 use super::plan::{Requests, Selection};
 use super::schema::{ColumnSource, FileSetId};
+use super::store::OpenStore;
 use crate::chromdata::spec::DerivedKey;
 use crate::chromdata::values::normalise_array;
 use crate::error::{Error, ErrorKind, Result};

@@ -6,9 +6,8 @@ use std::sync::Arc;
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
 
-use super::open::OpenStore;
 use super::plan::Columns;
-use super::ChromData;
+use super::store::{ChromData, OpenStore};
 use crate::error::{Error, ErrorKind, Result};
 
 /// What a batch of an iterator covers.

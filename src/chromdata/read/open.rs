@@ -11,7 +11,8 @@ use arrow_schema::DataType;
 
 use super::files::{FileSet, RowSpace, SpotSets};
 use super::index::{self, Index, LayoutIndex, Partitions};
-use super::schema::{self, output_columns, OutputColumn};
+use super::schema::output_columns;
+use super::store::{ChromData, OpenStore};
 use super::tables::{category_text, Loader, SmallTables};
 use crate::chromdata::access::store::Store;
 use crate::chromdata::access::zarr::ArrayReader;
@@ -20,8 +21,17 @@ use crate::chromdata::spec::{
 };
 use crate::error::{Error, ErrorKind, Result};
 
+impl ChromData {
+    /// Opens and validates a store: a `*.chromdata.zarr` directory or a `.cdz` file.
+    pub fn open(path: impl AsRef<Path>) -> Result<ChromData> {
+        Ok(ChromData {
+            inner: Arc::new(open(path.as_ref())?),
+        })
+    }
+}
+
 /// Opens and validates the store at `path`.
-pub(crate) fn open(path: &Path) -> Result<OpenStore> {
+fn open(path: &Path) -> Result<OpenStore> {
     let store = Arc::new(Store::open(path)?);
     let d = store.display.clone();
     let (root, tables) = read_metadata(&store)?;
@@ -446,40 +456,4 @@ fn check_pass_through(store: &Store, tables: &Tables) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// An opened, validated store: its metadata, index, small tables, file sets and the full
-/// result schema.
-pub(crate) struct OpenStore {
-    pub(crate) store: Arc<Store>,
-    pub(crate) root: Root,
-    pub(crate) tables: Tables,
-    pub(crate) index: Index,
-    /// Row groups decoded so far (see [`ChromData::row_group_reads`]).
-    pub(crate) reads: Arc<AtomicU64>,
-    pub(crate) spots: SpotSets,
-    pub(crate) tracks: Option<FileSet>,
-    pub(crate) layers: Vec<FileSet>,
-    pub(crate) small: SmallTables,
-    /// The full result schema (§15.1).
-    pub(crate) columns: Vec<OutputColumn>,
-    /// `index/source_row`, read when original order is first asked for.
-    pub(crate) source_row: Mutex<Option<Arc<Vec<i64>>>>,
-    pub(crate) arrays: ArrayReader,
-}
-
-impl OpenStore {
-    pub(crate) fn loader(&self) -> Loader {
-        Loader::new(self.store.clone(), self.reads.clone())
-    }
-
-    /// The file set `id` (None when the store has no such set).
-    pub(crate) fn file_set(&self, id: schema::FileSetId) -> Option<&FileSet> {
-        match id {
-            schema::FileSetId::Key => Some(self.spots.key()),
-            schema::FileSetId::Primary => self.spots.primary(),
-            schema::FileSetId::Tracks => self.tracks.as_ref(),
-            schema::FileSetId::Layer(k) => self.layers.get(k),
-        }
-    }
 }

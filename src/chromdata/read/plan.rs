@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use arrow_schema::{Field, Schema, SchemaRef};
 
-use super::open::OpenStore;
 use super::schema::{ColumnSource, FileSetId};
+use super::store::OpenStore;
 use crate::chromdata::spec::Layout;
 use crate::error::{Error, ErrorKind, Result};
 
