@@ -69,9 +69,7 @@ pub(crate) fn round_trip(root_doc: &Value, tables_doc: &Value) -> Result<(Vec<u8
 /// group or an array node carrying `_type`). The emitted bytes must parse back to the same
 /// model; for the round-trip tests they must also equal the parsed JSON value.
 pub(crate) fn component_round_trip(what: &str, doc: &Value) -> Result<Vec<u8>> {
-    fn again<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq>(
-        v: T,
-    ) -> Result<Vec<u8>> {
+    fn again<T: Serialize + DeserializeOwned + PartialEq>(v: T) -> Result<Vec<u8>> {
         let bytes = to_json(&v)?;
         let back: T = serde_json::from_slice(&bytes)
             .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
