@@ -45,7 +45,8 @@ import-fofct
        primary+coords (2.2); a path ending in .cdz writes the zipped container. The store is
        built beside the target and renamed into place: an interrupted import leaves no store.
        A malformed line is reported with its line number. Progress (bytes of the table
-       read, then the final sort and write) is shown on stderr when it is a terminal.
+       read, then the final sort and write) is shown on stderr when it is a terminal, or
+       with --progress.
 rewrite
        writes store SRC (any version 2.0-2.2, any layout, directory or .cdz) again in another
        layout (default primary+coords, 2.2) or form, with everything it holds: bins, bin
@@ -54,7 +55,8 @@ rewrite
        contacts and links. The original row order stays recoverable (source_row). Streams
        under the memory budget (default half of the RAM); progress as for import-fofct.
 
-Every subcommand takes --quiet (-q): nothing but errors.
+Every subcommand takes --quiet (-q): nothing but errors, and --progress (progress lines on
+stderr even when it is not a terminal).
 
 Examples:
   deltacells chromdata import-fofct traces.csv traces.cdz
