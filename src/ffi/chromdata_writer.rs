@@ -432,11 +432,13 @@ pub unsafe extern "C" fn dc_chromdata_writer_set_json(
         let (kind, key, json) = unsafe {
             (
                 str_in(kind, "kind")?,
-                opt_str_in(key, "key")?.filter(|k| !k.is_empty()),
+                opt_str_in(key, "key")?.unwrap_or(""),
                 str_in(json, "json")?,
             )
         };
-        w.set_json(kind, key, json)
+        // NULL and "" both mean no key. Not `Option::filter` on the optional string: its
+        // test reads the length of a None (undefined bytes), which valgrind reports.
+        w.set_json(kind, (!key.is_empty()).then_some(key), json)
     })
 }
 
