@@ -8,7 +8,7 @@ use arrow_array::RecordBatch;
 use crate::chromdata::{ChromDataWriter, Layout, WriterOptions};
 use crate::error::{Error, Result};
 
-use super::args::{opt_str_in, str_in, strs_in};
+use super::args::{nonempty_str_in, str_in, strs_in};
 use super::arrow::BatchIn;
 use super::chromdata::{DC_LAYOUT_FLAT, DC_LAYOUT_PARTITIONED, DC_LAYOUT_PRIMARY_COORDS};
 use super::error::*;
@@ -223,7 +223,7 @@ pub unsafe extern "C" fn dc_chromdata_writer_add_table(
         // SAFETY: NUL-terminated strings per the caller (NULL is rejected or means none).
         let (collection, key) = unsafe { (str_in(collection, "collection")?, str_in(key, "key")?) };
         // SAFETY: as above.
-        let kind = unsafe { opt_str_in(kind, "kind")? }.filter(|k| !k.is_empty());
+        let kind = unsafe { nonempty_str_in(kind, "kind")? };
         w.add_table(collection, key, kind, b)
     };
     // SAFETY: per the caller.
@@ -432,13 +432,11 @@ pub unsafe extern "C" fn dc_chromdata_writer_set_json(
         let (kind, key, json) = unsafe {
             (
                 str_in(kind, "kind")?,
-                opt_str_in(key, "key")?.unwrap_or(""),
+                nonempty_str_in(key, "key")?,
                 str_in(json, "json")?,
             )
         };
-        // NULL and "" both mean no key. Not `Option::filter` on the optional string: its
-        // test reads the length of a None (undefined bytes), which valgrind reports.
-        w.set_json(kind, (!key.is_empty()).then_some(key), json)
+        w.set_json(kind, key, json)
     })
 }
 
