@@ -70,6 +70,7 @@ class TileBounds:
 
     @property
     def cells(self) -> range:
+        """The tile's global cell indices."""
         return range(self.first_cell, self.first_cell + self.n_cells)
 
 
@@ -198,10 +199,12 @@ class Dataset(Handle):
 
     @property
     def n_cells(self) -> int:
+        """Cells (rows)."""
         return self._info.n_cells
 
     @property
     def n_genes(self) -> int:
+        """Genes (columns)."""
         return self._info.n_genes
 
     @property
