@@ -47,7 +47,9 @@ PY
 fi
 
 echo "== Python: editable install (development: the package's sources, target/release's library)"
-python3 -m venv --system-site-packages "$work/editable"
+# --without-pip: the venv would bring its own (older) setuptools; the system's pip and
+# setuptools (>= 70.1) are seen through --system-site-packages.
+python3 -m venv --system-site-packages --without-pip "$work/editable"
 "$work/editable/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps \
   -e bindings/python
 rm -rf bindings/python/build bindings/python/deltacells.egg-info
