@@ -52,18 +52,15 @@ Examples:
   deltacells chromdata get traces.cdz --cell fov1_cell03 --columns coords,Intensity
   deltacells chromdata get traces.cdz --chrom chr21 --format parquet --output chr21.parquet";
 
+/// `--columns a,b,..` by the library's selector rule (`Columns::from_selectors`).
 fn columns_of(a: &Args) -> Columns {
-    match a.value("--columns") {
-        None => Columns::All,
-        Some("coords") => Columns::Coords,
-        Some(list) => Columns::Names(
-            list.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect(),
-        ),
-    }
+    let list = a.value("--columns").unwrap_or("");
+    let selectors: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    Columns::from_selectors(&selectors)
 }
 
 pub fn info(a: &Args) -> Result<()> {
