@@ -6,6 +6,7 @@ use std::path::Path;
 use arrow_array::RecordBatch;
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use deltacells::chromdata::{fofct, ChromData, Columns, Layout, WriterOptions};
+use deltacells::storage::fs;
 use deltacells::{Error, Result};
 
 use super::args::Args;
@@ -162,11 +163,12 @@ pub fn get(a: &Args) -> Result<()> {
         ("parquet", Some(out)) => write_parquet(&batch, Path::new(out)),
         (_, Some(out)) => {
             let p = Path::new(out);
-            let mut f =
-                std::io::BufWriter::new(std::fs::File::create(p).map_err(|e| Error::io(p, &e))?);
-            write_csv(&batch, &mut f)
-                .and_then(|_| f.flush())
-                .map_err(|e| Error::io(p, &e))
+            fs::write_file_atomically(p, |f| {
+                let mut w = std::io::BufWriter::new(f);
+                write_csv(&batch, &mut w)
+                    .and_then(|_| w.flush())
+                    .map_err(|e| Error::io(p, &e))
+            })
         }
         _ => {
             let mut out = std::io::stdout().lock();
@@ -217,11 +219,11 @@ fn write_csv(batch: &RecordBatch, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Writes `batch` as a zstd-compressed Parquet file, published atomically like every output.
 fn write_parquet(batch: &RecordBatch, path: &Path) -> Result<()> {
     use parquet::arrow::ArrowWriter;
     use parquet::basic::{Compression, ZstdLevel};
     use parquet::file::properties::WriterProperties;
-    let file = std::fs::File::create(path).map_err(|e| Error::io(path, &e))?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .build();
@@ -231,10 +233,12 @@ fn write_parquet(batch: &RecordBatch, path: &Path) -> Result<()> {
             format!("{}: {e}", path.display()),
         )
     };
-    let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(fail)?;
-    w.write(batch).map_err(fail)?;
-    w.close().map_err(fail)?;
-    Ok(())
+    fs::write_file_atomically(path, |file| {
+        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(fail)?;
+        w.write(batch).map_err(fail)?;
+        w.close().map_err(fail)?;
+        Ok(())
+    })
 }
 
 pub fn import_fofct(a: &Args) -> Result<()> {
