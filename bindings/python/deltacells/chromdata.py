@@ -69,6 +69,7 @@ class ChromDataPartition:
     ids: tuple[Id, ...]
 
     def read(self, cd: "ChromData", columns: Columns = None) -> pa.Table:
+        """The partition's spots (``columns`` as in the queries) from ``cd``, one table."""
         query = cd.get_chrom if self.by == "chrom" else cd.get_cell
         tables = [query(i, columns) for i in self.ids]
         if not tables:
@@ -114,6 +115,7 @@ class ChromData(Handle):
 
     @property
     def source(self) -> str:
+        """The path (made absolute) or URL the store was opened from."""
         return self._source
 
     @property
