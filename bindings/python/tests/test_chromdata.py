@@ -262,6 +262,12 @@ def test_writer_bins_tracks_tables_and_errors(tmp_path):
             w.append(spots)
     with pytest.raises(ValueError, match="layout"):
         dc.ChromDataWriter(tmp_path / "x.cdz", layout="nope")
+    assert dc.ChromDataWriter.param_bounds("layout") == (0, 2)
+    assert dc.ChromDataWriter.param_bounds("overwrite") == (0, 1)
+    lo, hi = dc.ChromDataWriter.param_bounds("threads")
+    assert lo == 0 and hi > 1
+    with pytest.raises(TypeError, match="unknown ChromData writer setting"):
+        dc.ChromDataWriter.param_bounds("nonsense")
     bad = tmp_path / "bad.cdz"
     with pytest.raises(dc.InvalidArgumentError):
         with dc.ChromDataWriter(bad) as w:
