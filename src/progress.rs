@@ -121,6 +121,49 @@ pub fn report(observer: &dyn Observer, p: Progress) -> Result<()> {
     }
 }
 
+/// The reports of one counted stage: `done` of `total` units, each through [`report`].
+pub fn counter(
+    observer: &dyn Observer,
+    stage: Stage,
+    unit: Unit,
+    total: Option<u64>,
+) -> impl Fn(u64) -> Result<()> + Sync + '_ {
+    move |done| {
+        report(
+            observer,
+            Progress {
+                stage,
+                unit,
+                done,
+                total,
+            },
+        )
+    }
+}
+
+/// Runs `work` as a stage without a running count (e.g. a writer's finish): reported as
+/// begun (0, total unknown) before it and as done (`total` of `total`) after it.
+pub fn uncounted<T>(
+    observer: &dyn Observer,
+    stage: Stage,
+    unit: Unit,
+    total: u64,
+    work: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    report(
+        observer,
+        Progress {
+            stage,
+            unit,
+            done: 0,
+            total: None,
+        },
+    )?;
+    let out = work()?;
+    counter(observer, stage, unit, Some(total))(total)?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,6 @@
 mod chromdata_common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use arrow_array::types::{Int32Type, Int64Type};
@@ -35,41 +34,15 @@ fn tmpdir(name: &str) -> PathBuf {
 
 /// read_store.py STORE: the spot table in original order and the component dump.
 fn python_read(store: &Path) -> Option<(RecordBatch, Value)> {
-    stores()?; // the Python modules are there (or the test is skipped explicitly)
     let dir = store.parent().unwrap();
     let name = store.file_name().unwrap().to_string_lossy();
     let (pq, js) = (
         dir.join(format!("{name}.spots.parquet")),
         dir.join(format!("{name}.json")),
     );
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/chromdata/read_store.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(store)
-        .arg(&pq)
-        .arg(&js)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "read_store.py {}: {}",
-        store.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let spots = read_store_py(store, &pq, Some(&js))?;
     let comps: Value = serde_json::from_slice(&std::fs::read(&js).unwrap()).unwrap();
-    Some((read_expected(&pq), comps))
-}
-
-fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
-    let fields: Vec<Field> = cols
-        .iter()
-        .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
-        .collect();
-    RecordBatch::try_new(
-        Arc::new(Schema::new(fields)),
-        cols.into_iter().map(|(_, a)| a).collect(),
-    )
-    .unwrap()
+    Some((spots, comps))
 }
 
 fn strs(v: &[&str]) -> ArrayRef {

@@ -17,7 +17,6 @@ use arrow_array::{
     ArrayRef, BooleanArray, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array,
     RecordBatch, StringArray, UInt64Array,
 };
-use arrow_schema::{Field, Schema};
 use chromdata_common::{assert_same, sort_by};
 use deltacells::chromdata::{CatValue, ChromData, ChromDataWriter, Columns, Layout, WriterOptions};
 
@@ -242,17 +241,7 @@ fn make(c: &Case) -> Data {
         input.push((name, a.clone()));
         reference.push((name, a));
     }
-    let batch = |cols: Vec<(&str, ArrayRef)>| {
-        let fields: Vec<Field> = cols
-            .iter()
-            .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
-            .collect();
-        RecordBatch::try_new(
-            Arc::new(Schema::new(fields)),
-            cols.into_iter().map(|(_, a)| a).collect(),
-        )
-        .unwrap()
-    };
+    let batch = chromdata_common::batch;
     Data {
         input: batch(input),
         reference: batch(reference),

@@ -12,7 +12,7 @@ use arrow_array::{
     Array, ArrayRef, BooleanArray, DictionaryArray, Float32Array, Float64Array, Int32Array,
     Int64Array, RecordBatch, StringArray,
 };
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::DataType;
 use chromdata_common::assert_same;
 use deltacells::chromdata::{ChromData, ChromDataWriter, Columns, Layout, WriterOptions};
 use deltacells::ErrorKind;
@@ -190,15 +190,7 @@ fn batch_of(s: &Spots, lo: usize, hi: usize) -> RecordBatch {
             Arc::new(Float32Array::from(s.raw[2][lo..hi].to_vec())),
         ),
     ];
-    let fields: Vec<Field> = cols
-        .iter()
-        .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
-        .collect();
-    RecordBatch::try_new(
-        Arc::new(Schema::new(fields)),
-        cols.into_iter().map(|(_, a)| a).collect(),
-    )
-    .unwrap()
+    chromdata_common::batch(cols)
 }
 
 /// What `read_spots(original_order = true)` must return, computed directly from the
@@ -262,37 +254,15 @@ fn expected(s: &Spots, coord_f32: bool) -> RecordBatch {
             Arc::new(Float32Array::from(s.raw[2].clone())),
         ),
     ];
-    let fields: Vec<Field> = cols
-        .iter()
-        .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
-        .collect();
-    RecordBatch::try_new(
-        Arc::new(Schema::new(fields)),
-        cols.into_iter().map(|(_, a)| a).collect(),
-    )
-    .unwrap()
+    chromdata_common::batch(cols)
 }
 
 /// The store as the independent Python reader (tests/chromdata/read_store.py) sees it, in
 /// original order; None when python tests are explicitly skipped.
 fn python_read(store: &Path) -> Option<RecordBatch> {
     // Fails (no silent skip) without the modules unless DELTACELLS_SKIP_PYTHON_TESTS is set.
-    chromdata_common::stores()?;
     let out = store.with_extension("py.parquet");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/chromdata/read_store.py");
-    let r = std::process::Command::new("python3")
-        .arg(script)
-        .arg(store)
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        r.status.success(),
-        "read_store.py {}: {}",
-        store.display(),
-        String::from_utf8_lossy(&r.stderr)
-    );
-    let b = chromdata_common::read_expected(&out);
+    let b = chromdata_common::read_store_py(store, &out, None)?;
     std::fs::remove_file(&out).unwrap();
     Some(b)
 }
@@ -578,15 +548,7 @@ fn type_unification_and_errors() {
             ("trace_id", Arc::new(StringArray::from(vec![trace; n]))),
             ("v", v),
         ];
-        let fields: Vec<Field> = cols
-            .iter()
-            .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
-            .collect();
-        RecordBatch::try_new(
-            Arc::new(Schema::new(fields)),
-            cols.into_iter().map(|(_, a)| a).collect(),
-        )
-        .unwrap()
+        chromdata_common::batch(cols)
     };
     let p = d.join("a.chromdata.zarr");
     let mut w = ChromDataWriter::create(&p, opts(Layout::Flat)).unwrap();

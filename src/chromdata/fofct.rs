@@ -23,7 +23,7 @@ use arrow_schema::{DataType, Field, Schema};
 
 use super::write::{ChromDataWriter, WriterOptions};
 use crate::error::{Error, ErrorKind, Result};
-use crate::progress::{self, Observer, Progress, Stage, Unit};
+use crate::progress::{self, Observer, Stage, Unit};
 
 /// Rows per appended chunk (at most; fewer under small memory budgets).
 pub const CHUNK_ROWS: usize = 65536;
@@ -90,17 +90,7 @@ pub fn import_observed(
     let f = File::open(csv).map_err(|e| Error::io(csv, &e))?;
     let file_bytes = f.metadata().map(|m| m.len()).ok();
     let mut bytes_read = 0u64;
-    let read_progress = |done| {
-        progress::report(
-            observer,
-            Progress {
-                stage: Stage::Read,
-                unit: Unit::Bytes,
-                done,
-                total: file_bytes,
-            },
-        )
-    };
+    let read_progress = progress::counter(observer, Stage::Read, Unit::Bytes, file_bytes);
     read_progress(0)?;
     let mut lines = BufReader::with_capacity(1 << 20, f);
     let mut header: Option<Vec<String>> = None;
@@ -186,20 +176,7 @@ pub fn import_observed(
     }
     total += flush(&mut w, &mut cols, &disp)?;
     read_progress(bytes_read)?;
-    let finish_progress = |done, total| {
-        progress::report(
-            observer,
-            Progress {
-                stage: Stage::Finish,
-                unit: Unit::Rows,
-                done,
-                total,
-            },
-        )
-    };
-    finish_progress(0, None)?;
-    w.finish()?;
-    finish_progress(total, Some(total))?;
+    progress::uncounted(observer, Stage::Finish, Unit::Rows, total, || w.finish())?;
     Ok(total)
 }
 

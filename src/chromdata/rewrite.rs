@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use super::{write, ChromData, ChromDataWriter, Columns, Layout, WriterOptions};
 use crate::error::{Error, ErrorKind, Result};
-use crate::progress::{self, Observer, Progress, Stage, Unit};
+use crate::progress::{self, Observer, Stage, Unit};
 
 /// Runs per batch read from the source.
 const RUNS_PER_BATCH: u64 = 1024;
@@ -82,21 +82,9 @@ pub fn rewrite(
     copy_tables(&cd, &mut w)?;
     copy_spots(&cd, &mut w, observer)?;
     copy_pass_through(&cd, &mut w)?;
-    let n = info.n_spots;
-    let finish = |done, total| {
-        progress::report(
-            observer,
-            Progress {
-                stage: Stage::Finish,
-                unit: Unit::Rows,
-                done,
-                total,
-            },
-        )
-    };
-    finish(0, None)?;
-    w.finish()?;
-    finish(n, Some(n))
+    progress::uncounted(observer, Stage::Finish, Unit::Rows, info.n_spots, || {
+        w.finish()
+    })
 }
 
 /// `batch` with each column that has categories in `cd` (table `table`) as a dictionary
@@ -207,17 +195,7 @@ fn copy_tables(cd: &ChromData, w: &mut ChromDataWriter) -> Result<()> {
 fn copy_spots(cd: &ChromData, w: &mut ChromDataWriter, observer: &dyn Observer) -> Result<()> {
     let total = cd.info().n_spots;
     let mut done = 0u64;
-    let read = |done| {
-        progress::report(
-            observer,
-            Progress {
-                stage: Stage::Read,
-                unit: Unit::Rows,
-                done,
-                total: Some(total),
-            },
-        )
-    };
+    let read = progress::counter(observer, Stage::Read, Unit::Rows, Some(total));
     read(0)?;
     for batch in cd.iter_traces(RUNS_PER_BATCH, &Columns::All)? {
         let batch = batch.map_err(|e| Error::format(e.to_string()))?;

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::dataset::{DatasetWriter, WriterOptions};
 use crate::error::{Error, ErrorKind, Result};
-use crate::progress::{self, Observer, Progress, Stage, Unit};
+use crate::progress::{self, Observer, Stage, Unit};
 
 use super::mtx::{self, CellMatrix};
 use super::tables::{self, Tables, VarNamesFrom};
@@ -197,17 +197,7 @@ pub fn convert(
     let block = opts.writer.tile_size.clamp(1, 1 << 20);
     let mut nnz = 0u64;
     let mut lo = 0u64;
-    let progress = |done| {
-        progress::report(
-            observer,
-            Progress {
-                stage: Stage::Read,
-                unit: Unit::Cells,
-                done,
-                total: Some(n_cells),
-            },
-        )
-    };
+    let progress = progress::counter(observer, Stage::Read, Unit::Cells, Some(n_cells));
     progress(0)?;
     while lo < n_cells {
         let hi = (lo + block).min(n_cells);

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::dataset::{paths, Dataset};
 use crate::error::{Error, Result};
 use crate::pool;
-use crate::progress::{self, Observer, Progress, Stage, Unit};
+use crate::progress::{self, Observer, Stage, Unit};
 use crate::tile::ValuesOut;
 
 /// The outcome of `verify_dataset`.
@@ -58,17 +58,7 @@ fn check_tiles(
     let n_tiles = rep.n_tiles;
     let tiles: Vec<u64> = (0..n_tiles).collect();
     let checked = AtomicU64::new(0);
-    let tick = |done| {
-        progress::report(
-            observer,
-            Progress {
-                stage: Stage::Verify,
-                unit: Unit::Tiles,
-                done,
-                total: Some(n_tiles),
-            },
-        )
-    };
+    let tick = progress::counter(observer, Stage::Verify, Unit::Tiles, Some(n_tiles));
     if let Err(e) = tick(0) {
         rep.problems.push(e.message);
         return false;
@@ -261,17 +251,7 @@ pub fn compare_with_source(
     let mut row: Vec<(i32, i32)> = Vec::new();
     let mut total = 0u64;
     let mut lo = 0;
-    let tick = |done| {
-        progress::report(
-            observer,
-            Progress {
-                stage: Stage::Compare,
-                unit: Unit::Cells,
-                done,
-                total: Some(info.n_cells),
-            },
-        )
-    };
+    let tick = progress::counter(observer, Stage::Compare, Unit::Cells, Some(info.n_cells));
     tick(0)?;
     while lo < info.n_cells {
         let hi = (lo + step).min(info.n_cells);

@@ -10,90 +10,9 @@
 #define TEST_NAME "test_chromdata_content"
 #include "test_util.h"
 #include "arrow_table.h"
+#include "arrow_build.h"
 
-/* ---- Arrow C data built by hand --------------------------------------------------- */
-
-typedef struct {
-  void *mem[3];
-} priv_t;
-
-static void release_array(struct ArrowArray *a)
-{
-  for (int64_t i = 0; i < a->n_children; i++) {
-    struct ArrowArray *c = a->children[i];
-    if (c->release) c->release(c);
-    free(c);
-  }
-  free(a->children);
-  priv_t *p = a->private_data;
-  for (int i = 0; i < 3; i++) free(p->mem[i]);
-  free(p);
-  free((void *)a->buffers);
-  a->release = NULL;
-}
-
-static struct ArrowArray *new_array(int64_t length, int64_t n_buffers)
-{
-  struct ArrowArray *a = xcalloc(1, sizeof *a);
-  a->length = length;
-  a->n_buffers = n_buffers;
-  a->buffers = xcalloc((size_t)n_buffers, sizeof(void *));
-  a->private_data = xcalloc(1, sizeof(priv_t));
-  a->release = release_array;
-  return a;
-}
-
-static struct ArrowArray *prim_array(const void *v, int64_t n, size_t width)
-{
-  struct ArrowArray *a = new_array(n, 2);
-  priv_t *p = a->private_data;
-  p->mem[1] = xmalloc((size_t)n * width + 1);
-  memcpy(p->mem[1], v, (size_t)n * width);
-  a->buffers[1] = p->mem[1];
-  return a;
-}
-
-static struct ArrowArray *utf8_array(const char *const *v, int64_t n)
-{
-  struct ArrowArray *a = new_array(n, 3);
-  priv_t *p = a->private_data;
-  int32_t *off = xmalloc((size_t)(n + 1) * sizeof *off);
-  size_t total = 0;
-  for (int64_t i = 0; i < n; i++) total += strlen(v[i]);
-  char *data = xmalloc(total + 1);
-  off[0] = 0;
-  for (int64_t i = 0; i < n; i++) {
-    size_t len = strlen(v[i]);
-    memcpy(data + off[i], v[i], len);
-    off[i + 1] = off[i] + (int32_t)len;
-  }
-  p->mem[1] = off;
-  p->mem[2] = data;
-  a->buffers[1] = off;
-  a->buffers[2] = data;
-  return a;
-}
-
-/* A fixed-size list of `k` over a child (moved in). */
-static struct ArrowArray *fsl_array(struct ArrowArray *child, int64_t k)
-{
-  struct ArrowArray *a = new_array(child->length / k, 1);
-  a->n_children = 1;
-  a->children = xcalloc(1, sizeof(struct ArrowArray *));
-  a->children[0] = child;
-  return a;
-}
-
-/* A struct array (a record batch) over moved-in children, as a value in *out. */
-static void batch_of(struct ArrowArray *out, int n_cols, struct ArrowArray **cols, int64_t n_rows)
-{
-  struct ArrowArray *a = new_array(n_rows, 1);
-  a->n_children = n_cols;
-  a->children = xcalloc((size_t)n_cols, sizeof(struct ArrowArray *));
-  for (int i = 0; i < n_cols; i++) a->children[i] = cols[i];
-  *out = *a;
-  free(a);
-}
+/* ---- Arrow C data built by hand (arrays: arrow_build.h) ----------------------------- */
 
 /* Schemas: a tree of heap nodes with static format / name / metadata strings. */
 static void release_schema(struct ArrowSchema *s)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "deltacells.h"
+#include "arrow_build.h"
 
 static int g_passed = 0, g_failed = 0;
 
@@ -39,75 +40,11 @@ static int g_passed = 0, g_failed = 0;
     }                                                                            \
   } while (0)
 
-/* ---- Arrow C data built by hand --------------------------------------------------- */
+/* ---- Arrow C data built by hand (arrays: arrow_build.h) ----------------------------- */
 
-/* Every array owns up to three malloc'd buffers and its heap-allocated children. */
-typedef struct {
-  void *mem[3];
-} array_private;
+static struct ArrowArray *f64_array(const double *v, int64_t n) { return prim_array(v, n, sizeof *v); }
 
-static void release_array(struct ArrowArray *a) {
-  for (int64_t i = 0; i < a->n_children; i++) {
-    struct ArrowArray *c = a->children[i];
-    if (c->release) c->release(c);
-    free(c);
-  }
-  free(a->children);
-  array_private *p = a->private_data;
-  for (int i = 0; i < 3; i++) free(p->mem[i]);
-  free(p);
-  free((void *)a->buffers);
-  a->release = NULL;
-}
-
-static struct ArrowArray *new_array(int64_t length, int64_t n_buffers) {
-  struct ArrowArray *a = calloc(1, sizeof *a);
-  array_private *p = calloc(1, sizeof *p);
-  a->length = length;
-  a->n_buffers = n_buffers;
-  a->buffers = calloc((size_t)n_buffers, sizeof(void *));
-  a->private_data = p;
-  a->release = release_array;
-  return a;
-}
-
-static struct ArrowArray *f64_array(const double *v, int64_t n) {
-  struct ArrowArray *a = new_array(n, 2);
-  array_private *p = a->private_data;
-  p->mem[1] = malloc((size_t)n * sizeof(double) + 1);
-  memcpy(p->mem[1], v, (size_t)n * sizeof(double));
-  a->buffers[1] = p->mem[1];
-  return a;
-}
-
-static struct ArrowArray *i64_array(const int64_t *v, int64_t n) {
-  struct ArrowArray *a = new_array(n, 2);
-  array_private *p = a->private_data;
-  p->mem[1] = malloc((size_t)n * sizeof(int64_t) + 1);
-  memcpy(p->mem[1], v, (size_t)n * sizeof(int64_t));
-  a->buffers[1] = p->mem[1];
-  return a;
-}
-
-static struct ArrowArray *utf8_array(const char *const *v, int64_t n) {
-  struct ArrowArray *a = new_array(n, 3);
-  array_private *p = a->private_data;
-  int32_t *offsets = malloc((size_t)(n + 1) * sizeof(int32_t));
-  size_t total = 0;
-  for (int64_t i = 0; i < n; i++) total += strlen(v[i]);
-  char *data = malloc(total + 1);
-  offsets[0] = 0;
-  for (int64_t i = 0; i < n; i++) {
-    size_t len = strlen(v[i]);
-    memcpy(data + offsets[i], v[i], len);
-    offsets[i + 1] = offsets[i] + (int32_t)len;
-  }
-  p->mem[1] = offsets;
-  p->mem[2] = data;
-  a->buffers[1] = offsets;
-  a->buffers[2] = data;
-  return a;
-}
+static struct ArrowArray *i64_array(const int64_t *v, int64_t n) { return prim_array(v, n, sizeof *v); }
 
 /* Schemas: names and formats are static strings; only the child arrays are allocated. */
 static void release_schema(struct ArrowSchema *s) {
@@ -177,20 +114,11 @@ static void make_spots(spots *sp) {
 /* Rows [lo, hi) of the spots as a struct array. */
 static void spots_batch(const spots *sp, int lo, int hi, struct ArrowArray *out) {
   int64_t n = hi - lo;
-  struct ArrowArray *parent = new_array(n, 1);
-  parent->n_children = N_COLS;
-  parent->children = calloc(N_COLS, sizeof(struct ArrowArray *));
-  parent->children[0] = utf8_array(sp->chrom + lo, n);
-  parent->children[1] = i64_array(sp->start + lo, n);
-  parent->children[2] = i64_array(sp->end + lo, n);
-  parent->children[3] = utf8_array(sp->trace + lo, n);
-  parent->children[4] = utf8_array(sp->cell + lo, n);
-  parent->children[5] = f64_array(sp->x + lo, n);
-  parent->children[6] = f64_array(sp->y + lo, n);
-  parent->children[7] = f64_array(sp->z + lo, n);
-  parent->children[8] = f64_array(sp->intensity + lo, n);
-  *out = *parent; /* move the struct; the heap shell is freed below */
-  free(parent);
+  struct ArrowArray *cols[N_COLS] = {
+      utf8_array(sp->chrom + lo, n), i64_array(sp->start + lo, n), i64_array(sp->end + lo, n),
+      utf8_array(sp->trace + lo, n), utf8_array(sp->cell + lo, n), f64_array(sp->x + lo, n),
+      f64_array(sp->y + lo, n),      f64_array(sp->z + lo, n),     f64_array(sp->intensity + lo, n)};
+  batch_of(out, N_COLS, cols, n);
 }
 
 /* ---- reading back -------------------------------------------------------------------- */
@@ -285,12 +213,7 @@ static void write_store(const char *path, int64_t layout, int float32, const spo
 static void struct_of(int64_t n, int nc, struct ArrowArray **children, const char *const *names,
                       const char *const *formats, struct ArrowArray *out,
                       struct ArrowSchema *schema) {
-  struct ArrowArray *parent = new_array(n, 1);
-  parent->n_children = nc;
-  parent->children = calloc((size_t)nc, sizeof(struct ArrowArray *));
-  for (int i = 0; i < nc; i++) parent->children[i] = children[i];
-  *out = *parent;
-  free(parent);
+  batch_of(out, nc, children, n);
   struct_schema(nc, names, formats, schema);
 }
 

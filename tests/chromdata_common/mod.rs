@@ -5,14 +5,49 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_schema::DataType;
+use arrow_schema::{DataType, Field, Schema};
 use deltacells::chromdata::{CatValue, ChromData, Columns};
 use deltacells::ErrorKind;
 use serde_json::Value;
+
+/// A record batch of the named columns, every field nullable (as input batches arrive).
+pub fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
+    let fields: Vec<Field> = cols
+        .iter()
+        .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
+        .collect();
+    RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        cols.into_iter().map(|(_, a)| a).collect(),
+    )
+    .unwrap()
+}
+
+/// Runs the independent reader tests/chromdata/read_store.py on `store`: the spots in
+/// original order go to the Parquet file `spots` (returned as a batch), the component dump
+/// to the JSON file `components` when given. None when Python tests are skipped explicitly
+/// (see [`stores`]).
+pub fn read_store_py(store: &Path, spots: &Path, components: Option<&Path>) -> Option<RecordBatch> {
+    stores()?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/chromdata/read_store.py");
+    let mut cmd = Command::new("python3");
+    cmd.arg(script).arg(store).arg(spots);
+    if let Some(c) = components {
+        cmd.arg(c);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "read_store.py {}: {}",
+        store.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(read_expected(spots))
+}
 
 /// Directory holding the generated stores and `manifest.json`, or None (test skipped) when
 /// python3 lacks pyarrow / zarr>=3 / pandas / numpy. CI installs them (scripts/test.sh).
