@@ -13,6 +13,8 @@ pub mod dataset;
 pub mod error;
 pub mod ffi;
 /// cbindgen:ignore
+pub mod fork;
+/// cbindgen:ignore
 pub mod pool;
 /// cbindgen:ignore
 pub mod tile;

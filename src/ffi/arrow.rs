@@ -4,10 +4,47 @@
 
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchReader};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use std::sync::Arc;
 
+use super::error::{guard, DC_ERR_INTERNAL, DC_OK};
 use crate::error::{Error, Result};
+
+/// A stream's reader as the consumer's `get_next` reaches it: each batch is produced under
+/// the guard of an exported call (counted as library work for fork safety, panics caught
+/// and never printed). After a panic the stream only reports that error.
+struct Guarded {
+    inner: Box<dyn RecordBatchReader + Send>,
+    failed: Option<String>,
+}
+
+impl Iterator for Guarded {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(m) = &self.failed {
+            return Some(Err(ArrowError::ExternalError(m.clone().into())));
+        }
+        let mut item = None;
+        let status = guard(|| {
+            item = self.inner.next();
+            Ok(())
+        });
+        if status == DC_OK {
+            return item;
+        }
+        debug_assert_eq!(status, DC_ERR_INTERNAL);
+        let m = super::error::last_error_message();
+        self.failed = Some(m.clone());
+        Some(Err(ArrowError::ExternalError(m.into())))
+    }
+}
+
+impl RecordBatchReader for Guarded {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+}
 
 /// Moves `reader` into the caller's `*out` (already checked non-NULL).
 ///
@@ -18,7 +55,10 @@ pub(crate) unsafe fn export_reader(
     reader: Box<dyn RecordBatchReader + Send>,
     out: *mut FFI_ArrowArrayStream,
 ) {
-    let stream = FFI_ArrowArrayStream::new(reader);
+    let stream = FFI_ArrowArrayStream::new(Box::new(Guarded {
+        inner: reader,
+        failed: None,
+    }));
     // SAFETY: guaranteed by the caller; `write` does not drop the uninitialised old value.
     unsafe { out.write(stream) }
 }

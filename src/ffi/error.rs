@@ -78,6 +78,13 @@ pub(crate) fn set_last_error(message: &str) {
     LAST_ERROR.with(|e| *e.borrow_mut() = CString::new(line).unwrap_or_default());
 }
 
+/// The message `dc_last_error` returns now, as a `String`.
+pub(crate) fn last_error_message() -> String {
+    LAST_ERROR
+        .try_with(|e| e.borrow().to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// Nothing is printed by the library: a panic inside an exported call is recorded for the
 /// caller; panics elsewhere in the host go to the hook that was there before.
 fn install_panic_hook() {
@@ -98,6 +105,8 @@ fn install_panic_hook() {
 /// a panic to `DC_ERR_INTERNAL`.
 pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> dc_status {
     install_panic_hook();
+    // Counted as library work: a fork on another thread waits for this call (crate::fork).
+    let _work = crate::fork::enter();
     let outer = IN_CALL.with(|c| c.replace(true));
     let result = panic::catch_unwind(AssertUnwindSafe(body));
     IN_CALL.with(|c| c.set(outer));
