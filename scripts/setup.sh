@@ -46,3 +46,15 @@ if ! python3 -c "import pyarrow, pandas, numpy, zarr, anndata, h5py; assert int(
   fi
   python3 -m pip install "${pip_flags[@]}" 'zarr>=3' pyarrow pandas numpy anndata h5py
 fi
+
+# The Python package bindings/python (scripts/test-python.sh): its test runner and the
+# test-only modules (scipy for sparse results, dask.distributed for the scale-out test), and
+# setuptools >= 70.1 (bdist_wheel) to build its wheel without downloading a build backend.
+if ! python3 -c "import scipy, pytest, distributed, setuptools; assert tuple(map(int, setuptools.__version__.split('.')[:2])) >= (70, 1)" 2>/dev/null; then
+  echo "setup: installing scipy pytest dask[distributed] setuptools>=70.1 (pip)"
+  pip_flags=(--quiet --disable-pip-version-check)
+  if [ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
+    pip_flags+=(--break-system-packages)
+  fi
+  python3 -m pip install "${pip_flags[@]}" scipy pytest 'dask[distributed]' 'setuptools>=70.1'
+fi

@@ -6,6 +6,9 @@
 #   3. with `pkg-config --cflags --libs deltacells` (shared),
 #   4. with `pkg-config --static` (static),
 #   5. the C++ wrapper deltacells.hpp from the prefix, with pkg-config,
+#   6. the C++ example examples-cpp/trace_distances (typed Arrow access through
+#      deltacells.hpp) with find_package, shared and static, checked on a ChromData store
+#      against the pandas answer of tests/chromdata/make_stores.py,
 # runs each program, and checks that the statically linked ones need no libdeltacells at
 # run time (ldd lists only system libraries). Uses the build directory `build` of
 # scripts/test.sh (configured and built here if needed; cargo does nothing when current).
@@ -137,4 +140,21 @@ ${CXX:-c++} -std=c++17 -Wall -Wextra -Werror "$work/hello.cpp" -o "$work/hello" 
     $(pkg-config --cflags deltacells) $static_libs
 "$work/hello" >/dev/null
 check_static "$work/hello"
+
+echo "== C++ example examples-cpp/trace_distances, find_package, on a ChromData store"
+python3 tests/chromdata/make_stores.py "$work/stores" >/dev/null
+python3 tests/chromdata/expected_csv.py "$work/stores" "$work/stores/csv"
+cp -r examples-cpp "$work/examples-cpp"
+for target in deltacells::deltacells deltacells::deltacells_static; do
+  n=$((n + 1))
+  cmake -S "$work/examples-cpp/standalone" -B "$work/cmake-$n" -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_PREFIX_PATH="$prefix" -DDELTACELLS_TARGET="$target" >"$work/cmake-$n.log" ||
+    { cat "$work/cmake-$n.log"; exit 1; }
+  cmake --build "$work/cmake-$n" -j2 >/dev/null
+  echo "   $target: $(python3 examples-cpp/check_trace_distances.py "$work/cmake-$n/trace_distances" \
+        "$work/stores/main_22.cdz" chr2 "$work/stores/csv/chrom_chr2_coords.csv")"
+  if [ "$target" = deltacells::deltacells_static ]; then
+    check_static "$work/cmake-$n/trace_distances"
+  fi
+done
 echo "install tests passed"

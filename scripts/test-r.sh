@@ -4,7 +4,8 @@
 # warnings allowed), then runs the scripts in examples-r/ against the installed package.
 #
 # The ChromData tests compare with the pandas answers of tests/chromdata/make_stores.py,
-# written here as CSV (R cannot read Parquet without the arrow package).
+# written here as CSV by tests/chromdata/expected_csv.py (R cannot read Parquet without the
+# arrow package).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -15,29 +16,22 @@ trap 'rm -rf "$work"' EXIT
 
 echo "== R: ChromData test stores and expected answers"
 python3 tests/chromdata/make_stores.py "$work/stores" >/dev/null
+python3 tests/chromdata/expected_csv.py "$work/stores" "$work/stores/r-expected"
 python3 - "$work/stores" <<'PY'
-import json, os, sys
-import pyarrow.parquet as pq
+import os, sys
 root = sys.argv[1]
-m = json.load(open(os.path.join(root, "manifest.json")))
-store = next(s for s in m["stores"] if s["path"] == "main_20.chromdata.zarr")
-want = {("get_trace", "t0", "coords"): "trace_t0_coords.csv",
-        ("get_trace", "t0", "all"): "trace_t0_all.csv",
-        ("get_cell", "cell0", "coords"): "cell_cell0_coords.csv",
-        ("get_chrom", "chr2", "coords"): "chrom_chr2_coords.csv"}
-out = os.path.join(root, "r-expected")
-os.makedirs(out, exist_ok=True)
-for q in store["queries"]:
-    cols = q.get("columns")
-    key = (q["kind"], q.get("id"), cols if isinstance(cols, str) else None)
-    if key in want and "file" in q:
-        t = pq.read_table(os.path.join(root, store["expected_dir"], q["file"]))
-        df = t.to_pandas()
-        for f in t.schema:  # R's read.csv reads TRUE/FALSE, not Python's True/False
-            if str(f.type) == "bool":
-                df[f.name] = df[f.name].map({True: "TRUE", False: "FALSE"})
-        df.to_csv(os.path.join(out, want.pop(key)), index=False, na_rep="NA")
-assert not want, f"expected answers not found: {want}"
+# A store whose int64 column holds 2^53 + 1 (no exact double) and -2^62 (exact): the R
+# reader's int64 rule (tests/testthat/test-chromdata.R).
+sys.path.insert(0, "tests/chromdata")
+import numpy as np
+import make_stores as ms
+ds = ms.make_dataset("big", np.random.default_rng(7), n_cells=2, n_traces=3, has_coords=True,
+                     coord_dtype="float64")
+spot_id = ds["spots"]["spot_id"].to_numpy().copy()
+spot_id[0], spot_id[1] = 2**53 + 1, -(2**62)
+ds["spots"]["spot_id"] = spot_id
+assert ds["spots"]["trace_id"].iloc[0] == "t0" and ds["spots"]["trace_id"].iloc[1] == "t0"
+ms.write_store(ds, os.path.join(root, "big_int64.chromdata.zarr"), "flat")
 PY
 export DELTACELLS_TEST_STORES=$work/stores DELTACELLS_REQUIRE_STORES=1
 

@@ -2,7 +2,7 @@
 # Runs every test of libdeltacells: formatting, lints, header drift, the bindings' coverage of
 # the header, Rust tests, the C and C++ tests (against the shared and the static library, and
 # again under valgrind) through ctest, the installed CMake/pkg-config package, and the R
-# package (R CMD check, examples-r/).
+# package (R CMD check, examples-r/), and the Python package (wheel, fresh venv, pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -22,8 +22,9 @@ if ! diff -u include/deltacells.h target/deltacells.h.fresh; then
   exit 1
 fi
 
-echo "== bindings cover the header (Julia ccall layer up to date, C++ wrapper complete)"
+echo "== bindings cover the header (Julia ccall layer up to date, C++ wrapper complete, Python ctypes layer)"
 python3 bindings/julia/gen/generate.py --check
+python3 bindings/python/gen/generate.py --check
 
 echo "== Rust tests"
 cargo test --all-features
@@ -38,3 +39,6 @@ scripts/test-install.sh
 
 echo "== R package (R CMD build, R CMD check, examples-r/)"
 scripts/test-r.sh
+
+echo "== Python package (wheel, fresh venv, pytest)"
+scripts/test-python.sh

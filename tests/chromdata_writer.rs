@@ -1267,3 +1267,28 @@ fn bin_tracks_and_pass_through_tables_round_trip() {
         }
     }
 }
+
+/// The writer stores its metadata through the same model the reader parses: parsing its
+/// root and tables documents and emitting them again gives the same bytes, every layout.
+#[test]
+fn metadata_documents_are_the_model_emitted() {
+    let d = tmpdir("metadata_model");
+    let s = make_spots(300, 11);
+    for (layout, short) in LAYOUTS {
+        let p = d.join(format!("s{short}.chromdata.zarr"));
+        write(&p, &s, &[120], opts(layout));
+        let root = std::fs::read(p.join("zarr.json")).unwrap();
+        let tables = std::fs::read(p.join("tables/zarr.json")).unwrap();
+        let json = |b: &[u8]| -> serde_json::Value { serde_json::from_slice(b).unwrap() };
+        let (root_out, tables_out) =
+            deltacells::chromdata::metadata_round_trip(&json(&root), &json(&tables)).unwrap();
+        assert!(
+            root_out == root,
+            "{short}: root zarr.json differs from the model's"
+        );
+        assert!(
+            tables_out == tables,
+            "{short}: tables/zarr.json differs from the model's"
+        );
+    }
+}

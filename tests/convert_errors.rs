@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use convert_support::*;
-use deltacells::dataset::{paths, Dataset};
+use deltacells::dataset::Dataset;
 
 fn write_gz(path: &Path, text: &str) {
     use std::io::Write;
@@ -64,7 +64,7 @@ fn malformed_matrix_market_names_file_and_line() {
             std::fs::read_dir(&dir.0)
                 .unwrap()
                 .flatten()
-                .all(|e| !paths::is_temp_dir_name(&e.path())),
+                .all(|e| !deltacells::storage::fs::is_temp_name(&e.path())),
             "a failed conversion left its temporary directory"
         );
     }
@@ -198,7 +198,7 @@ fn killed_conversion_leaves_no_dataset_and_a_rerun_succeeds() {
             .unwrap()
             .flatten()
             .map(|e| e.path())
-            .find(|p| paths::is_temp_dir_name(p));
+            .find(|p| deltacells::storage::fs::is_temp_name(p));
         if let Some(t) = found {
             let tiles = std::fs::read_dir(t.join("tiles")).map_or(0, |r| r.count());
             if tiles >= 3 {

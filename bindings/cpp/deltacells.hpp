@@ -6,7 +6,10 @@
 //   * a failing call throws deltacells::error, carrying the dc_status and dc_last_error();
 //   * handles (dc_dataset, dc_writer, dc_chromdata, dc_chromdata_writer) and Arrow streams
 //     are RAII, move-only;
-//   * outputs come back as std::vector (CSR as struct Csr), strings as std::string.
+//   * outputs come back as std::vector (CSR as struct Csr), strings as std::string;
+//   * Arrow results (ArrowStream) can be read typed, without Arrow C++ or nanoarrow, through
+//     BatchReader / Table / Batch / Column: spans over primitive columns, strings (also
+//     dictionary-encoded), null bitmaps.
 //
 // Link with deltacells::deltacells or deltacells::deltacells_static (CMake), or
 // `pkg-config --cflags --libs deltacells`. See docs/c-api.md for the rules of the C API
@@ -19,8 +22,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -112,6 +119,10 @@ public:
   template <size_t N> constexpr view(const T (&a)[N]) noexcept : data_(a), size_(N) {}
   constexpr const T *data() const noexcept { return data_; }
   constexpr size_t size() const noexcept { return size_; }
+  constexpr bool empty() const noexcept { return size_ == 0; }
+  constexpr const T &operator[](size_t i) const noexcept { return data_[i]; }
+  constexpr const T *begin() const noexcept { return data_; }
+  constexpr const T *end() const noexcept { return data_ + size_; }
 
 private:
   const T *data_ = nullptr;
@@ -227,6 +238,293 @@ private:
            (m ? std::string(": ") + m : std::string());
   }
   struct ArrowArrayStream s_;
+};
+
+// ----------------------------------------------------------------------------------------
+// Typed access to Arrow results, without Arrow C++ or nanoarrow
+// ----------------------------------------------------------------------------------------
+//
+// The library hands out tables as struct ArrowArrayStream (Arrow C stream interface). These
+// classes read the buffers of such a stream as the Arrow C data interface defines them:
+//
+//   deltacells::BatchReader r(cd.get_chrom("chr21", {"coords"}));
+//   for (const deltacells::Batch &b : r) {
+//     deltacells::view<double> x = b.column<double>("x");       // a span over the buffer
+//     deltacells::Column trace = b.column("trace_id");
+//     for (int64_t i = 0; i < b.num_rows(); i++)
+//       if (trace.is_valid(i)) use(trace.str(i), x[i]);        // utf8 as std::string_view
+//   }
+//
+// A Column is a view into its Batch (valid while the Batch lives); a Batch owns its record
+// batch and shares the stream's schema. Types a query returns (chromdata-zarr.md §15.1):
+// int32 bin_id, utf8 or int64 ids, float64 / float32 coordinates, the extra columns as
+// stored (integers, floats, bool, utf8); small tables (bins, cells, ...) may also carry
+// dictionary-encoded utf8 columns, which str(i) reads through the dictionary.
+
+namespace detail {
+// The Arrow C format string of each primitive C++ type.
+template <class T> struct arrow_format;
+template <> struct arrow_format<int8_t> { static constexpr const char *value = "c"; };
+template <> struct arrow_format<uint8_t> { static constexpr const char *value = "C"; };
+template <> struct arrow_format<int16_t> { static constexpr const char *value = "s"; };
+template <> struct arrow_format<uint16_t> { static constexpr const char *value = "S"; };
+template <> struct arrow_format<int32_t> { static constexpr const char *value = "i"; };
+template <> struct arrow_format<uint32_t> { static constexpr const char *value = "I"; };
+template <> struct arrow_format<int64_t> { static constexpr const char *value = "l"; };
+template <> struct arrow_format<uint64_t> { static constexpr const char *value = "L"; };
+template <> struct arrow_format<float> { static constexpr const char *value = "f"; };
+template <> struct arrow_format<double> { static constexpr const char *value = "g"; };
+
+inline bool bit_is_set(const void *bits, int64_t i) noexcept {
+  return (static_cast<const uint8_t *>(bits)[i >> 3] >> (i & 7)) & 1;
+}
+} // namespace detail
+
+/// One column of a record batch: a borrowed view of its ArrowArray and ArrowSchema
+/// (valid while the Batch it came from lives).
+class Column {
+public:
+  Column(const struct ArrowSchema *schema, const struct ArrowArray *array) noexcept
+      : s_(schema), a_(array) {}
+
+  const char *name() const noexcept { return s_->name ? s_->name : ""; }
+  /// The Arrow C format string ("g" float64, "l" int64, "u" utf8, ...); for a dictionary
+  /// column, that of its indices (see is_dictionary()).
+  const char *format() const noexcept { return s_->format; }
+  int64_t size() const noexcept { return a_->length; }
+  int64_t null_count() const noexcept {
+    return a_->null_count >= 0 ? a_->null_count : count_nulls();
+  }
+  /// False where the value is null (the validity bitmap; no bitmap = all valid).
+  bool is_valid(int64_t i) const noexcept {
+    const void *bits = a_->n_buffers > 0 ? a_->buffers[0] : nullptr;
+    return a_->null_count == 0 || bits == nullptr || detail::bit_is_set(bits, a_->offset + i);
+  }
+  bool is_null(int64_t i) const noexcept { return !is_valid(i); }
+
+  /// True for a primitive column of C++ type T (double <-> "g", int64_t <-> "l", ...).
+  template <class T> bool is() const noexcept {
+    return s_->dictionary == nullptr && std::strcmp(s_->format, detail::arrow_format<T>::value) == 0;
+  }
+  /// The values of a primitive column of type T, as a span (slots under nulls hold
+  /// unspecified values: check is_valid). Throws std::invalid_argument on another type.
+  template <class T> view<T> values() const {
+    static_assert(std::is_arithmetic_v<T>, "values<T>: T is a primitive number type");
+    if (!is<T>())
+      throw std::invalid_argument(std::string("deltacells::Column '") + name() + "' has Arrow type '" +
+                                  describe() + "', not '" + detail::arrow_format<T>::value + "'");
+    if (a_->length == 0) return view<T>();
+    return view<T>(static_cast<const T *>(a_->buffers[1]) + a_->offset, static_cast<size_t>(a_->length));
+  }
+  /// Value i of a bool column ("b", bit-packed).
+  bool boolean(int64_t i) const {
+    if (s_->dictionary || std::strcmp(s_->format, "b") != 0)
+      throw std::invalid_argument(std::string("deltacells::Column '") + name() + "' is not bool");
+    return detail::bit_is_set(a_->buffers[1], a_->offset + i);
+  }
+
+  /// True for utf8 ("u"), large utf8 ("U"), or a dictionary of either.
+  bool is_string() const noexcept {
+    const struct ArrowSchema *v = s_->dictionary ? s_->dictionary : s_;
+    return std::strcmp(v->format, "u") == 0 || std::strcmp(v->format, "U") == 0;
+  }
+  bool is_dictionary() const noexcept { return s_->dictionary != nullptr; }
+  /// String i (UTF-8 bytes, valid while the Batch lives; empty under a null). Reads
+  /// through the dictionary of a dictionary-encoded column. Throws std::invalid_argument
+  /// if the column holds no strings.
+  std::string_view str(int64_t i) const {
+    if (!is_string())
+      throw std::invalid_argument(std::string("deltacells::Column '") + name() + "' has Arrow type '" +
+                                  describe() + "', not utf8");
+    if (!is_valid(i)) return std::string_view();
+    if (!s_->dictionary) return string_at(s_, a_, i);
+    int64_t code = index_at(i);
+    if (code < 0 || code >= a_->dictionary->length)
+      throw std::out_of_range(std::string("deltacells::Column '") + name() + "': dictionary index " +
+                              std::to_string(code) + " out of range");
+    return string_at(s_->dictionary, a_->dictionary, code);
+  }
+  /// The dictionary index of row i of a dictionary column (any integer index type).
+  int64_t index_at(int64_t i) const {
+    if (!s_->dictionary) throw std::invalid_argument(std::string("deltacells::Column '") + name() + "' is not dictionary-encoded");
+    const void *d = a_->buffers[1];
+    int64_t j = a_->offset + i;
+    switch (s_->format[0]) {
+    case 'c': return static_cast<const int8_t *>(d)[j];
+    case 'C': return static_cast<const uint8_t *>(d)[j];
+    case 's': return static_cast<const int16_t *>(d)[j];
+    case 'S': return static_cast<const uint16_t *>(d)[j];
+    case 'i': return static_cast<const int32_t *>(d)[j];
+    case 'I': return static_cast<const uint32_t *>(d)[j];
+    case 'l': return static_cast<const int64_t *>(d)[j];
+    case 'L': return static_cast<int64_t>(static_cast<const uint64_t *>(d)[j]);
+    default: throw std::invalid_argument(std::string("deltacells::Column '") + name() + "': dictionary index type '" + s_->format + "'");
+    }
+  }
+
+  /// The C structs, for types this class does not read (lists, structs, ...).
+  const struct ArrowSchema *schema() const noexcept { return s_; }
+  const struct ArrowArray *array() const noexcept { return a_; }
+
+private:
+  std::string describe() const {
+    return s_->dictionary ? std::string("dictionary<") + s_->format + ", " + s_->dictionary->format + ">"
+                          : std::string(s_->format);
+  }
+  int64_t count_nulls() const noexcept {
+    int64_t n = 0;
+    for (int64_t i = 0; i < a_->length; i++) n += !is_valid(i);
+    return n;
+  }
+  static std::string_view string_at(const struct ArrowSchema *s, const struct ArrowArray *a, int64_t i) {
+    int64_t j = a->offset + i, start, end;
+    if (s->format[0] == 'u') {
+      start = static_cast<const int32_t *>(a->buffers[1])[j];
+      end = static_cast<const int32_t *>(a->buffers[1])[j + 1];
+    } else {
+      start = static_cast<const int64_t *>(a->buffers[1])[j];
+      end = static_cast<const int64_t *>(a->buffers[1])[j + 1];
+    }
+    return std::string_view(static_cast<const char *>(a->buffers[2]) + start, static_cast<size_t>(end - start));
+  }
+  const struct ArrowSchema *s_;
+  const struct ArrowArray *a_;
+};
+
+/// One record batch of a stream: owns the ArrowArray, shares the stream's schema.
+/// Move-only (copies would share the buffers' ownership).
+class Batch {
+public:
+  Batch() = default;
+  Batch(std::shared_ptr<ArrowSchemaOwner> schema, ArrowArrayOwner &&array)
+      : schema_(std::move(schema)), array_(std::move(array)) {
+    if (std::strcmp((*schema_)->format, "+s") != 0)
+      throw std::invalid_argument("deltacells::Batch: the stream does not carry record batches (struct arrays)");
+  }
+  int64_t num_rows() const noexcept { return array_.valid() ? array_->length : 0; }
+  size_t num_columns() const noexcept { return array_.valid() ? static_cast<size_t>(array_->n_children) : 0; }
+  /// Column i (in schema order).
+  Column column(size_t i) const {
+    if (i >= num_columns()) throw std::out_of_range("deltacells::Batch: column " + std::to_string(i) + " of " + std::to_string(num_columns()));
+    return Column((*schema_)->children[i], array_->children[i]);
+  }
+  /// The column with this name; std::out_of_range (naming the columns there are) if none.
+  Column column(const std::string &name) const { return column(index_of(name)); }
+  /// The values of primitive column `name` as a span, e.g. column<double>("x").
+  template <class T> view<T> column(const std::string &name) const { return column(name).values<T>(); }
+  bool has_column(const std::string &name) const noexcept { return find(name) >= 0; }
+  /// The column names, in order.
+  std::vector<std::string> column_names() const {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < num_columns(); i++) out.push_back(column(i).name());
+    return out;
+  }
+  /// The C structs (the batch stays owned by this object).
+  const struct ArrowArray *array() const noexcept { return &*array_.operator->(); }
+  const struct ArrowSchema *schema() const noexcept { return (*schema_).operator->(); }
+
+private:
+  int64_t find(const std::string &name) const noexcept {
+    for (size_t i = 0; i < num_columns(); i++)
+      if (name == ((*schema_)->children[i]->name ? (*schema_)->children[i]->name : "")) return static_cast<int64_t>(i);
+    return -1;
+  }
+  size_t index_of(const std::string &name) const {
+    int64_t i = find(name);
+    if (i < 0) {
+      std::string have;
+      for (const auto &n : column_names()) have += (have.empty() ? "" : ", ") + n;
+      throw std::out_of_range("deltacells::Batch: no column '" + name + "' (columns: " + have + ")");
+    }
+    return static_cast<size_t>(i);
+  }
+  std::shared_ptr<ArrowSchemaOwner> schema_;
+  ArrowArrayOwner array_;
+};
+
+/// Reads a stream batch by batch: `for (const Batch &b : BatchReader(stream))`. Owns the
+/// stream; the schema is read once, at construction.
+class BatchReader {
+public:
+  explicit BatchReader(ArrowStream &&stream)
+      : stream_(std::move(stream)), schema_(std::make_shared<ArrowSchemaOwner>(stream_.schema())) {
+    if (std::strcmp((*schema_)->format, "+s") != 0)
+      throw std::invalid_argument("deltacells::BatchReader: the stream does not carry record batches");
+  }
+  const struct ArrowSchema *schema() const noexcept { return (*schema_).operator->(); }
+  /// The column names, in order.
+  std::vector<std::string> column_names() const {
+    std::vector<std::string> out;
+    for (int64_t i = 0; i < schema()->n_children; i++)
+      out.push_back(schema()->children[i]->name ? schema()->children[i]->name : "");
+    return out;
+  }
+  /// The next batch into `out`; false (and `out` empty) at the end of the stream. Throws
+  /// deltacells::arrow_error if the stream fails (e.g. a read error in the library).
+  bool next(Batch &out) {
+    ArrowArrayOwner a;
+    if (!stream_.next(a)) {
+      out = Batch();
+      return false;
+    }
+    out = Batch(schema_, std::move(a));
+    return true;
+  }
+
+  /// Single-pass input iterator over the remaining batches.
+  class iterator {
+  public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const Batch *;
+    using reference = const Batch &;
+    iterator() = default;
+    explicit iterator(BatchReader *r) : r_(r) { ++*this; }
+    reference operator*() const noexcept { return current_; }
+    pointer operator->() const noexcept { return &current_; }
+    iterator &operator++() {
+      if (r_ && !r_->next(current_)) r_ = nullptr;
+      return *this;
+    }
+    bool operator==(const iterator &o) const noexcept { return r_ == o.r_; }
+    bool operator!=(const iterator &o) const noexcept { return r_ != o.r_; }
+
+  private:
+    BatchReader *r_ = nullptr;
+    Batch current_;
+  };
+  iterator begin() { return iterator(this); }
+  iterator end() { return iterator(); }
+
+private:
+  ArrowStream stream_;
+  std::shared_ptr<ArrowSchemaOwner> schema_;
+};
+
+/// A whole stream read into memory: its batches, in order.
+class Table {
+public:
+  explicit Table(ArrowStream &&stream) {
+    BatchReader r(std::move(stream));
+    names_ = r.column_names();
+    Batch b;
+    while (r.next(b)) {
+      rows_ += b.num_rows();
+      batches_.push_back(std::move(b));
+    }
+  }
+  int64_t num_rows() const noexcept { return rows_; }
+  size_t num_batches() const noexcept { return batches_.size(); }
+  const Batch &batch(size_t i) const { return batches_.at(i); }
+  const std::vector<std::string> &column_names() const noexcept { return names_; }
+  std::vector<Batch>::const_iterator begin() const noexcept { return batches_.begin(); }
+  std::vector<Batch>::const_iterator end() const noexcept { return batches_.end(); }
+
+private:
+  std::vector<std::string> names_;
+  std::vector<Batch> batches_;
+  int64_t rows_ = 0;
 };
 
 // ----------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use zarrs::array::Array;
 
-use super::meta::{Layout, RootMeta};
+use super::spec::{Layout, Root};
 use super::store::{Store, ZarrsStorage};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -165,8 +165,10 @@ fn check_codes(ctx: &str, v: &[i32], lo: i32, n: u64) -> Result<()> {
 }
 
 /// Reads and validates every index array except `source_row`'s content (§14).
-pub(crate) fn load(r: &ArrayReader, root: &RootMeta) -> Result<Index> {
+pub(crate) fn load(r: &ArrayReader, root: &Root) -> Result<Index> {
     let d = r.store.display.clone();
+    let layout = root.layout;
+    let root = root.uchrom();
     let n_runs = root.n_runs;
     let trace_offsets = r.offsets("index/trace_offsets", root.n_spots, "n_spots")?;
     check_len(
@@ -214,7 +216,7 @@ pub(crate) fn load(r: &ArrayReader, root: &RootMeta) -> Result<Index> {
             "{d}/index/trace_cells[{i}]: must be -1 without cell_id"
         )));
     }
-    let chrom_lo = if root.layout == Layout::Flat { -1 } else { 0 };
+    let chrom_lo = if layout == Layout::Flat { -1 } else { 0 };
     check_codes(
         &format!("{d}/index/chrom_trace"),
         &chrom_trace,
@@ -283,7 +285,7 @@ pub(crate) fn load(r: &ArrayReader, root: &RootMeta) -> Result<Index> {
         )));
     }
 
-    match root.layout {
+    match layout {
         Layout::Flat => {}
         Layout::Partitioned => {
             let po = r.offsets("index/partition_offsets", root.n_spots, "n_spots")?;
@@ -341,7 +343,7 @@ pub(crate) fn load(r: &ArrayReader, root: &RootMeta) -> Result<Index> {
             check_len(
                 &format!("{d}/index/coords/row_groups"),
                 rg.len() - 1,
-                root.n_coord_row_groups,
+                root.n_coord_row_groups.unwrap_or_default(),
                 "n_coord_row_groups",
             )?;
             let n_cg = rg.len() as u64 - 1;

@@ -11,9 +11,9 @@
 
 pub mod fofct;
 mod index;
-mod meta;
 mod pq;
 mod query;
+mod spec;
 mod store;
 mod wcol;
 mod writer;
@@ -31,13 +31,27 @@ use arrow_schema::DataType;
 
 use crate::error::{Error, ErrorKind, Result};
 use index::{ArrayReader, Index};
-pub use meta::Layout;
-use meta::{ColDesc, ColType, DerivedKey, Prim, RootMeta, Storage, TablesMeta};
 use pq::PqFile;
 pub use query::{CatValue, Columns, SpotBatches};
 #[doc(hidden)]
 pub use query::{FileRead, PlanQuery};
+pub use spec::Layout;
+use spec::{
+    table_path as tp, ColumnDesc, ColumnType, ComponentAttrs, ComponentKind, DerivedKey, GroupNode,
+    Placement, Root, SmallTable, SpotFiles, Storage, Tables, TablesAttrs,
+};
 use store::Store;
+
+/// Test hook of the metadata model (not part of the API): parses a root and a
+/// `tables/zarr.json` document with the model, checks that what it emits parses back to the
+/// same model, and returns the emitted documents as the writer would store them.
+#[doc(hidden)]
+pub fn metadata_round_trip(
+    root: &serde_json::Value,
+    tables: &serde_json::Value,
+) -> Result<(Vec<u8>, Vec<u8>)> {
+    spec::round_trip(root, tables)
+}
 
 /// Summary counts of a store (the C `dc_chromdata_info`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,8 +104,8 @@ pub(crate) struct OutCol {
 
 pub(crate) struct Inner {
     pub(crate) store: Arc<Store>,
-    pub(crate) root: RootMeta,
-    pub(crate) tables: TablesMeta,
+    pub(crate) root: Root,
+    pub(crate) tables: Tables,
     pub(crate) index: Index,
     pub(crate) reads: Arc<AtomicU64>,
     /// Key side: flat spots.parquet, partitioned spots files, 2.2 coords files.
@@ -132,10 +146,6 @@ impl std::fmt::Debug for ChromData {
             .field("layout", &self.inner.root.layout)
             .finish()
     }
-}
-
-fn tp(path: &str) -> String {
-    format!("tables/{path}")
 }
 
 /// Category values normalised to their query type: utf8, int64, float64 or bool.
@@ -191,7 +201,7 @@ impl Loader {
     }
 
     /// A small table read whole, normalised; checks row count and descriptor columns.
-    fn small(&self, m: &meta::SmallMeta, n_rows: u64, what: &str) -> Result<RecordBatch> {
+    fn small(&self, m: &SmallTable, n_rows: u64, what: &str) -> Result<RecordBatch> {
         let f = self.pq(&tp(&m.path))?;
         let b = f.read_all()?;
         if b.num_rows() as u64 != n_rows || m.n_rows != n_rows {
@@ -213,7 +223,7 @@ impl Loader {
                     f.path, c.name
                 )));
             };
-            if let ColType::Prim(p) = &c.ty {
+            if let ColumnType::Value(p) = &c.ty {
                 if !type_matches(field.data_type(), &p.arrow()) {
                     return Err(Error::format(format!(
                         "{}: column \"{}\" has type {}, metadata says {:?}",
@@ -255,26 +265,23 @@ impl Loader {
         Ok(a)
     }
 
-    fn cat_of(&self, d: &ColDesc) -> Result<Option<ArrayRef>> {
+    fn cat_of(&self, d: &ColumnDesc) -> Result<Option<ArrayRef>> {
         match &d.ty {
-            ColType::Cat(c) => Ok(Some(self.categories(&c.categories, c.n_categories)?)),
-            ColType::Prim(_) => Ok(None),
+            ColumnType::Categorical(c) => Ok(Some(self.categories(&c.categories, c.n_categories)?)),
+            ColumnType::Value(_) => Ok(None),
         }
     }
 }
 
 /// Expected stored Arrow type of a spot-aligned column.
-fn stored_type(d: &ColDesc) -> DataType {
-    match &d.ty {
-        ColType::Prim(p) => p.arrow(),
-        ColType::Cat(c) => c.codes.unwrap_or(Prim::Int32).arrow(),
-    }
+fn stored_type(d: &ColumnDesc) -> DataType {
+    d.stored_type()
 }
 
 /// Output type of a column given its categories.
-fn out_type(d: &ColDesc, cats: &Option<ArrayRef>) -> DataType {
+fn out_type(d: &ColumnDesc, cats: &Option<ArrayRef>) -> DataType {
     match (&d.ty, cats) {
-        (ColType::Cat(_), Some(c)) => c.data_type().clone(),
+        (ColumnType::Categorical(_), Some(c)) => c.data_type().clone(),
         _ => stored_type(d),
     }
 }
@@ -340,19 +347,26 @@ impl ChromData {
                 format!("{d}: no root zarr.json; not a ChromData store"),
             ));
         }
-        let root = meta::parse_root(&store.read_json("zarr.json")?, &d)?;
+        let root = Root::parse(&store.read_json("zarr.json")?, &format!("{d}/zarr.json"))?;
+        let u = root.uchrom();
         if !store.exists("tables/zarr.json") {
             return Err(Error::new(
                 ErrorKind::NotFound,
                 format!("{d}/tables/zarr.json: missing (the tables group is required)"),
             ));
         }
-        let tables = meta::parse_tables(&store.read_json("tables/zarr.json")?, &root, &d)?;
+        let tables = TablesAttrs::parse(
+            &store.read_json("tables/zarr.json")?,
+            &root,
+            &format!("{d}/tables/zarr.json"),
+        )?
+        .attributes
+        .tables;
         let sm = &tables.spots;
-        if sm.n_rows != root.n_spots {
+        if sm.n_rows != u.n_spots {
             return Err(Error::format(format!(
                 "{d}: tables.spots.n_rows = {} but n_spots = {}",
-                sm.n_rows, root.n_spots
+                sm.n_rows, u.n_spots
             )));
         }
         let arrays = ArrayReader::new(store.clone());
@@ -370,69 +384,68 @@ impl ChromData {
         };
 
         // Categories and small tables.
-        let trace_cat = match &sm.trace_id.ty {
-            ColType::Cat(c) => c.clone(),
-            ColType::Prim(_) => unreachable!("checked in parse_tables"),
-        };
-        if trace_cat.n_categories != root.n_traces {
+        let trace_cat = sm.trace_id.categorical_members().ok_or_else(|| {
+            Error::format(format!("{d}: tables.spots.trace_id must be categorical"))
+        })?;
+        if trace_cat.n_categories != u.n_traces {
             return Err(Error::format(format!(
                 "{d}: trace_id.n_categories = {} but n_traces = {}",
-                trace_cat.n_categories, root.n_traces
+                trace_cat.n_categories, u.n_traces
             )));
         }
-        let trace_cats = ld.categories(&trace_cat.categories, root.n_traces)?;
+        let trace_cats = ld.categories(&trace_cat.categories, u.n_traces)?;
         let cell_cats = match &sm.cell_id {
-            Some(ColDesc {
-                ty: ColType::Cat(c),
+            Some(ColumnDesc {
+                ty: ColumnType::Categorical(c),
                 ..
             }) => {
-                if c.n_categories != root.n_cells {
+                if c.n_categories != u.n_cells {
                     return Err(Error::format(format!(
                         "{d}: cell_id.n_categories = {} but n_cells = {}",
-                        c.n_categories, root.n_cells
+                        c.n_categories, u.n_cells
                     )));
                 }
-                Some(ld.categories(&c.categories, root.n_cells)?)
+                Some(ld.categories(&c.categories, u.n_cells)?)
             }
             _ => {
-                if root.n_cells != 0 {
+                if u.n_cells != 0 {
                     return Err(Error::format(format!(
                         "{d}: n_cells = {} but the store has no cell_id",
-                        root.n_cells
+                        u.n_cells
                     )));
                 }
                 None
             }
         };
-        let bins = ld.small(&tables.bins, root.n_bins, "bins")?;
+        let bins = ld.small(&tables.bins, u.n_bins, "bins")?;
         let chrom_desc = tables
             .bins
             .columns
             .iter()
             .find(|c| c.name == "chrom")
             .ok_or_else(|| Error::format(format!("{d}: tables.bins.columns has no \"chrom\"")))?;
-        let ColType::Cat(chrom_cat) = &chrom_desc.ty else {
+        let ColumnType::Categorical(chrom_cat) = &chrom_desc.ty else {
             return Err(Error::format(format!(
                 "{d}: tables.bins column \"chrom\" must be categorical"
             )));
         };
-        if chrom_cat.n_categories != root.n_chroms {
+        if chrom_cat.n_categories != u.n_chroms {
             return Err(Error::format(format!(
                 "{d}: bins.chrom.n_categories = {} but n_chroms = {}",
-                chrom_cat.n_categories, root.n_chroms
+                chrom_cat.n_categories, u.n_chroms
             )));
         }
-        let chrom_cats = ld.categories(&chrom_cat.categories, root.n_chroms)?;
+        let chrom_cats = ld.categories(&chrom_cat.categories, u.n_chroms)?;
         let bin_chrom = query::bin_chrom_codes(&bins, &chrom_cats, &d)?;
         let bin_tracks = match &tables.bin_tracks {
-            Some(m) => Some(ld.small(m, root.n_bins, "bin_tracks")?),
+            Some(m) => Some(ld.small(m, u.n_bins, "bin_tracks")?),
             None => None,
         };
-        let traces = ld.small(&tables.traces, root.n_traces, "traces")?;
+        let traces = ld.small(&tables.traces, u.n_traces, "traces")?;
         query::check_index_column(&traces, "trace_id", &trace_cats, &d)?;
         let cells = match (&tables.cells, &cell_cats) {
             (Some(m), Some(cc)) => {
-                let c = ld.small(m, root.n_cells, "cells")?;
+                let c = ld.small(m, u.n_cells, "cells")?;
                 query::check_index_column(&c, "cell_id", cc, &d)?;
                 Some(c)
             }
@@ -454,18 +467,19 @@ impl ChromData {
 
         // Spot-aligned file sets.
         let layout = root.layout;
-        let n = root.n_spots;
-        let g = root.n_row_groups;
+        let n = u.n_spots;
+        let g = u.n_row_groups;
+        let spot_files = sm.files(&format!("{d}/tables/zarr.json: attributes.tables.spots"))?;
         let mut key_cols: Vec<(String, DataType)> = vec![
-            (sm.bin_id_name.clone(), DataType::Int32),
+            (sm.bin_id.name.clone(), DataType::Int32),
             (sm.trace_id.name.clone(), stored_type(&sm.trace_id)),
         ];
         if let Some(c) = &sm.cell_id {
             key_cols.push((c.name.clone(), stored_type(c)));
         }
-        if let Some((names, t)) = &sm.coords {
-            for nm in names {
-                key_cols.push((nm.clone(), t.arrow()));
+        if let Some(c) = &sm.coords {
+            for nm in &c.columns {
+                key_cols.push((nm.clone(), c.ty.arrow()));
             }
         }
         let extra_cols: Vec<(String, DataType)> = sm
@@ -486,8 +500,11 @@ impl ChromData {
         let open_all = |paths: &[String]| -> Result<Vec<PqFile>> {
             paths.iter().map(|p| ld.pq(&tp(p))).collect()
         };
-        let check_partitions = |rows: &[u64], groups: &[u64], chroms: &[i32]| -> Result<()> {
-            let parts = &sm.partitions;
+        let check_partitions = |parts: &[spec::Partition],
+                                rows: &[u64],
+                                groups: &[u64],
+                                chroms: &[i32]|
+         -> Result<()> {
             if parts.len() + 1 != rows.len() {
                 return Err(Error::format(format!(
                     "{d}: tables.spots.partitions lists {} partitions, the index has {}",
@@ -510,18 +527,19 @@ impl ChromData {
             }
             Ok(())
         };
-        let (key_set, primary_set) = match layout {
-            Layout::Flat => {
+        let (key_set, primary_set) = match spot_files {
+            SpotFiles::Flat { path } => {
                 let mut cols = key_cols.clone();
                 cols.extend(extra_cols.iter().cloned());
-                let f = ld.pq(&tp(sm.path.as_deref().unwrap_or_default()))?;
+                let f = ld.pq(&tp(path))?;
                 (
                     file_set(vec![f], vec![0, n], vec![0, g], &index.row_groups, &cols)?,
                     None,
                 )
             }
-            Layout::Partitioned => {
+            SpotFiles::Partitioned { partitions, files } => {
                 check_partitions(
+                    partitions,
                     &index.partition_offsets,
                     &index.partition_groups,
                     &index.partition_chrom,
@@ -530,7 +548,7 @@ impl ChromData {
                 cols.extend(extra_cols.iter().cloned());
                 (
                     file_set(
-                        open_all(&sm.files)?,
+                        open_all(files)?,
                         index.partition_offsets.clone(),
                         index.partition_groups.clone(),
                         &index.row_groups,
@@ -539,21 +557,28 @@ impl ChromData {
                     None,
                 )
             }
-            Layout::PrimaryCoords => {
-                let ci = index.coords.as_ref().expect("2.2 index has coords");
+            SpotFiles::PrimaryCoords {
+                primary_path,
+                partitions,
+                coords_files,
+            } => {
+                let ci = index.coords.as_ref().ok_or_else(|| {
+                    Error::new(ErrorKind::Internal, "a 2.2 index without index/coords")
+                })?;
                 check_partitions(
+                    partitions,
                     &ci.partition_offsets,
                     &ci.partition_groups,
                     &ci.partition_chrom,
                 )?;
                 let ks = file_set(
-                    open_all(&sm.files)?,
+                    open_all(coords_files)?,
                     ci.partition_offsets.clone(),
                     ci.partition_groups.clone(),
                     &ci.row_groups,
                     &key_cols,
                 )?;
-                let ps = match &sm.path {
+                let ps = match primary_path {
                     Some(p) => Some(file_set(
                         vec![ld.pq(&tp(p))?],
                         vec![0, n],
@@ -567,19 +592,19 @@ impl ChromData {
             }
         };
         let placement_set =
-            |place: &meta::Placement, cols: &[(String, DataType)]| -> Result<FileSet> {
-                let files = match layout {
-                    Layout::Partitioned => {
-                        if place.files.len() + 1 != ext_rows.len() {
+            |place: Placement<'_>, cols: &[(String, DataType)]| -> Result<FileSet> {
+                let files = match place {
+                    Placement::Partitions(files) => {
+                        if files.len() + 1 != ext_rows.len() {
                             return Err(Error::format(format!(
                                 "{d}: {} files listed for {} partitions",
-                                place.files.len(),
+                                files.len(),
                                 ext_rows.len() - 1
                             )));
                         }
-                        open_all(&place.files)?
+                        open_all(files)?
                     }
-                    _ => vec![ld.pq(&tp(place.path.as_deref().unwrap_or_default()))?],
+                    Placement::File(path) => vec![ld.pq(&tp(path))?],
                 };
                 file_set(
                     files,
@@ -596,7 +621,7 @@ impl ChromData {
                     .iter()
                     .map(|c| (c.name.clone(), stored_type(c)))
                     .collect();
-                Some(placement_set(&t.place, &cols)?)
+                Some(placement_set(t.placement(layout, &d)?, &cols)?)
             }
             None => None,
         };
@@ -609,7 +634,7 @@ impl ChromData {
                     .iter()
                     .map(|c| (c.clone(), l.ty.arrow()))
                     .collect();
-                placement_set(&l.place, &cols)
+                placement_set(l.placement(layout, &d)?, &cols)
             })
             .collect::<Result<Vec<_>>>()?;
 
@@ -617,9 +642,9 @@ impl ChromData {
         let mut derived = HashMap::new();
         for dm in &tables.derived {
             let (rows, what) = match dm.key {
-                DerivedKey::Bin => (root.n_bins, "n_bins"),
-                DerivedKey::Cell => (root.n_cells, "n_cells"),
-                DerivedKey::Trace => (root.n_traces, "n_traces"),
+                DerivedKey::Bin => (u.n_bins, "n_bins"),
+                DerivedKey::Cell => (u.n_cells, "n_cells"),
+                DerivedKey::Trace => (u.n_traces, "n_traces"),
             };
             let f = ld.pq(&tp(&dm.path))?;
             let b = f.read_all()?;
@@ -717,11 +742,11 @@ impl ChromData {
                 src: Src::Cell,
             });
         }
-        if let Some((_, t)) = &sm.coords {
+        if let Some(c) = &sm.coords {
             for (i, nm) in ["x", "y", "z"].iter().enumerate() {
                 schema.push(OutCol {
                     name: (*nm).into(),
-                    dtype: t.arrow(),
+                    dtype: c.ty.arrow(),
                     src: Src::Coord(i),
                 });
             }
@@ -791,11 +816,12 @@ impl ChromData {
 
     /// Format version, layout and counts.
     pub fn info(&self) -> Info {
-        let r = &self.inner.root;
+        let root = &self.inner.root;
+        let r = root.uchrom();
         Info {
-            format_major: r.major,
-            format_minor: r.minor,
-            layout: r.layout,
+            format_major: root.major,
+            format_minor: root.minor,
+            layout: root.layout,
             n_spots: r.n_spots,
             n_bins: r.n_bins,
             n_traces: r.n_traces,
@@ -806,22 +832,20 @@ impl ChromData {
             n_runs: r.n_runs,
             n_row_groups: r.n_row_groups,
             has_source_row: r.has_source_row,
-            coord_bits: match r.coord_dtype {
-                Some(Prim::Float32) => 32,
-                Some(_) => 64,
-                None => 0,
-            },
+            coord_bits: r.coord_dtype.map_or(0, |t| t.bits()),
         }
     }
 
     /// `summary()` of §15.4: the `uchrom` attributes plus `layout`.
     pub fn summary(&self) -> serde_json::Value {
-        let mut u = self.inner.root.uchrom.clone();
-        u.insert(
-            "layout".into(),
-            serde_json::Value::String(self.inner.root.layout.name().into()),
-        );
-        serde_json::Value::Object(u)
+        let mut u = serde_json::to_value(self.inner.root.uchrom()).unwrap_or_default();
+        if let Some(o) = u.as_object_mut() {
+            o.insert(
+                "layout".into(),
+                serde_json::Value::String(self.inner.root.layout.name().into()),
+            );
+        }
+        u
     }
 
     /// Number of Parquet row groups decoded so far by this handle (cache hits excluded;
@@ -837,23 +861,26 @@ impl ChromData {
             "layers" => Ok(t.layers.iter().map(|l| l.key.clone()).collect()),
             "intervals" => Ok(t.intervals.iter().map(|e| e.key.clone()).collect()),
             "points" => Ok(t.points.iter().map(|e| e.key.clone()).collect()),
-            "cellm" | "binm" | "results" | "uns" | "contacts" | "links" => {
-                let path = format!("{kind}/zarr.json");
-                let g = if self.inner.store.exists(&path) {
-                    Some(self.inner.store.read_json(&path)?)
-                } else {
-                    None
-                };
-                meta::group_keys(
-                    g.as_ref(),
-                    kind,
-                    &format!("{}/{path}", self.inner.store.display),
-                )
-            }
-            _ => Err(Error::invalid_argument(format!(
-                "unknown key kind \"{kind}\" (expected layers, intervals, points, cellm, binm, results, uns, contacts or links)"
-            ))),
+            _ => match ComponentKind::from_name(kind) {
+                Some(component) => self.component_keys(component),
+                None => Err(Error::invalid_argument(format!(
+                    "unknown key kind \"{kind}\" (expected layers, intervals, points, cellm, binm, results, uns, contacts or links)"
+                ))),
+            },
         }
+    }
+
+    /// Keys of a §12 component group (a missing group has none).
+    fn component_keys(&self, component: ComponentKind) -> Result<Vec<String>> {
+        let store = &self.inner.store;
+        let path = format!("{}/zarr.json", component.name());
+        if !store.exists(&path) {
+            return Ok(Vec::new());
+        }
+        let ctx = format!("{}/{path}", store.display);
+        let node: GroupNode<Option<ComponentAttrs>> =
+            spec::from_json(&store.read_json(&path)?, &ctx)?;
+        Ok(node.attributes.map_or_else(Vec::new, |a| a.keys(component)))
     }
 
     /// `table(name)`: "bins", "bin_tracks", "traces", "cells", "intervals/<key>",
@@ -922,7 +949,7 @@ impl ChromData {
                 format!("{d}: {table}.{column} is not a categorical column of the store"),
             )
         };
-        let desc: &ColDesc = match table {
+        let desc: &ColumnDesc = match table {
             "spots" => {
                 if column == "trace_id" {
                     return Ok(i.trace_cats.clone());

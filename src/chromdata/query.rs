@@ -11,7 +11,7 @@ use arrow_array::{
 };
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
-use super::meta::{DerivedKey, Layout, Storage};
+use super::spec::{DerivedKey, Layout, Storage};
 use super::{pq, ChromData, FileSet, Inner, OutCol, Src};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -295,7 +295,7 @@ impl Inner {
     fn key_names(&self) -> (String, String, Option<String>) {
         let s = &self.tables.spots;
         (
-            s.bin_id_name.clone(),
+            s.bin_id.name.clone(),
             s.trace_id.name.clone(),
             s.cell_id.as_ref().map(|c| c.name.clone()),
         )
@@ -303,7 +303,7 @@ impl Inner {
 
     /// Full-schema indices for a selection (§15.1).
     pub(crate) fn plan(&self, columns: &Columns) -> Result<Vec<usize>> {
-        let n_keys = if self.root.has_cell_id { 3 } else { 2 };
+        let n_keys = if self.root.uchrom().has_cell_id { 3 } else { 2 };
         Ok(match columns {
             Columns::All => (0..self.schema.len()).collect(),
             Columns::Coords => (0..self.schema.len())
@@ -388,7 +388,7 @@ impl Inner {
     }
 
     fn source_row(&self) -> Result<Option<Arc<Vec<i64>>>> {
-        if !self.root.has_source_row {
+        if !self.root.uchrom().has_source_row {
             return Ok(None);
         }
         let mut slot = self.source_row.lock().unwrap_or_else(|p| p.into_inner());
@@ -425,7 +425,7 @@ impl Inner {
         for &i in plan {
             match &self.schema[i].src {
                 Src::Coord(a) => {
-                    let names = &sm.coords.as_ref().expect("coords present").0;
+                    let names = &sm.coords.as_ref().expect("coords present").columns;
                     key_req.push(names[*a].clone());
                 }
                 Src::Extra(k) => {
@@ -496,7 +496,7 @@ impl Inner {
         debug_assert!(flat_like || sel.chrom_filter.is_none());
 
         // bin_id checks and the chromosome filter.
-        let n_bins = self.root.n_bins as usize;
+        let n_bins = self.root.uchrom().n_bins as usize;
         let bin_arr = key_cols[0].clone();
         let bin_idx = gather_indices(
             bin_arr.as_ref(),
@@ -553,7 +553,7 @@ impl Inner {
                     cell_idx.as_ref().expect("cells"),
                 )?,
                 Src::Coord(a) => {
-                    let names = &sm.coords.as_ref().expect("coords").0;
+                    let names = &sm.coords.as_ref().expect("coords").columns;
                     filt(&by_name[&(0, 0, names[*a].clone())])?
                 }
                 Src::Extra(k) => {

@@ -152,7 +152,7 @@ impl Store {
     /// zip store; a directory is a directory store.
     pub(crate) fn open(path: &Path) -> Result<Store> {
         let display = path.display().to_string();
-        if crate::dataset::paths::is_temp_dir_name(path) {
+        if crate::storage::fs::is_temp_name(path) {
             // A writer's temporary sibling (an unfinished or killed write) never opens.
             return Err(Error::new(
                 crate::error::ErrorKind::NotFound,

@@ -16,6 +16,7 @@ use arrow_array::{
 use arrow_schema::DataType;
 
 use super::pq;
+use super::spec::ValueType;
 use crate::error::{Error, Result};
 
 /// Largest number of categories stored with int16 codes (§4.4).
@@ -425,6 +426,18 @@ impl FinalType {
             FinalType::F64 => DataType::Float64,
             FinalType::Str => DataType::Utf8,
             FinalType::Cat(c) => c.code_type(),
+        }
+    }
+
+    /// The value type of the vocabulary (§4.0) of the stored values (categoricals: their
+    /// code type is described by the categorical descriptor instead).
+    pub(crate) fn value_type(&self) -> ValueType {
+        match self {
+            FinalType::Bool => ValueType::Bool,
+            FinalType::Int(t) => ValueType::of_stored(t),
+            FinalType::F32 => ValueType::Float32,
+            FinalType::F64 => ValueType::Float64,
+            FinalType::Str | FinalType::Cat(_) => ValueType::String,
         }
     }
 

@@ -345,14 +345,9 @@ impl std::fmt::Debug for ChromDataWriter {
     }
 }
 
-/// Temporary sibling name of a write to `name`: hidden, never opened as a store.
-pub(crate) fn temp_name(name: &str) -> String {
-    crate::dataset::paths::temp_sibling_name(name)
-}
-
 /// Whether `path` names a writer's temporary sibling (the reader refuses to open those).
 pub fn is_temp_name(path: &Path) -> bool {
-    crate::dataset::paths::is_temp_dir_name(path)
+    crate::storage::fs::is_temp_name(path)
 }
 
 fn is_cdz(path: &Path) -> bool {
@@ -407,7 +402,7 @@ impl ChromDataWriter {
         options: WriterOptions,
     ) -> Result<ChromDataWriter> {
         let target = path.as_ref().to_path_buf();
-        let (_, _, tmp) = crate::dataset::paths::create_temp_sibling(&target)?;
+        let tmp = crate::storage::fs::create_temp_sibling(&target)?.dir;
         let spill = tmp.join(wstore::SPILL_DIR);
         if let Err(e) = std::fs::create_dir(&spill) {
             let _ = std::fs::remove_dir_all(&tmp);

@@ -18,14 +18,16 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
-use serde_json::{json, Value};
 
-use super::wcol::{self, ColState, FinalType, Group, Slot};
-use super::writer::{
-    spill_batch_rows, temp_name, PassTable, RunData, RunOrder, RunReader, RunSource,
+use super::spec::{
+    self, categories_path, portable, CodeType, ColumnDesc, ComponentKind, DerivedKey, FloatType,
+    SmallTable, ValueType, AXES,
 };
+use super::wcol::{self, ColState, FinalType, Group, Slot};
+use super::writer::{spill_batch_rows, PassTable, RunData, RunOrder, RunReader, RunSource};
 use super::Layout;
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::fs;
 
 /// Spill directory inside the temporary store directory (removed before publishing).
 pub(crate) const SPILL_DIR: &str = "_spill";
@@ -74,41 +76,6 @@ pub(crate) struct Input {
     pub(crate) bin_tracks: Option<RecordBatch>,
     /// Pass-through tables, staged in the spill directory.
     pub(crate) pass_tables: Vec<PassTable>,
-}
-
-// ---------------------------------------------------------------------------------------
-// Names
-
-/// §6.3: stored names of a collection of names.
-pub(crate) fn portable(names: &[&str]) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
-    names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            let lower = n.to_lowercase();
-            let base = n.split('.').next().unwrap_or("").to_uppercase();
-            let reserved = ["CON", "PRN", "AUX", "NUL"].contains(&base.as_str())
-                || ((base.starts_with("COM") || base.starts_with("LPT"))
-                    && base.len() == 4
-                    && (b'1'..=b'9').contains(&base.as_bytes()[3]));
-            let b = n.as_bytes();
-            let ok = !b.is_empty()
-                && b[0].is_ascii_alphanumeric()
-                && b.iter()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
-                && n.len() <= 64
-                && !n.ends_with('.')
-                && !reserved
-                && !seen.contains(&lower);
-            seen.insert(lower);
-            if ok {
-                n.to_string()
-            } else {
-                format!("_{i}")
-            }
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -911,17 +878,17 @@ fn zarr_i32(store: &Arc<zarrs::filesystem::FilesystemStore>, path: &str, v: &[i3
     Ok(())
 }
 
-fn write_json(path: &Path, v: &Value) -> Result<()> {
+/// Writes a metadata document (pretty JSON), creating the parent directory.
+fn write_json(path: &Path, doc: &impl serde::Serialize) -> Result<()> {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
     }
-    let bytes =
-        serde_json::to_vec_pretty(v).map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
-    std::fs::write(path, bytes).map_err(|e| Error::io(path, &e))
+    fs::write_synced(path, &spec::to_json(doc)?)
 }
 
-fn group_json(attrs: Value) -> Value {
-    json!({"zarr_format": 3, "node_type": "group", "attributes": attrs})
+/// Writes `<dir>/zarr.json` of a group with these attributes.
+fn write_group(dir: &Path, attrs: &impl serde::Serialize) -> Result<()> {
+    write_json(&dir.join("zarr.json"), &spec::GroupNode::new(attrs))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1015,48 +982,6 @@ impl SourceRows {
 // ---------------------------------------------------------------------------------------
 // The store
 
-fn coldesc_cat(
-    name: &str,
-    cats: &ArrayRef,
-    path: &str,
-    codes: bool,
-) -> serde_json::Map<String, Value> {
-    let mut d = serde_json::Map::new();
-    d.insert("name".into(), json!(name));
-    d.insert("type".into(), json!("categorical"));
-    if codes {
-        d.insert(
-            "codes".into(),
-            json!(if cats.len() <= wcol::INT16_CODES_MAX {
-                "int16"
-            } else {
-                "int32"
-            }),
-        );
-    }
-    d.insert("categories".into(), json!(path));
-    d.insert("n_categories".into(), json!(cats.len()));
-    d.insert("ordered".into(), json!(false));
-    d
-}
-
-fn type_name_of(t: &DataType) -> &'static str {
-    match t {
-        DataType::Boolean => "bool",
-        DataType::Int8 => "int8",
-        DataType::Int16 => "int16",
-        DataType::Int32 => "int32",
-        DataType::Int64 => "int64",
-        DataType::UInt8 => "uint8",
-        DataType::UInt16 => "uint16",
-        DataType::UInt32 => "uint32",
-        DataType::UInt64 => "uint64",
-        DataType::Float32 => "float32",
-        DataType::Float64 => "float64",
-        _ => "string",
-    }
-}
-
 /// Storage decision of an extra column (2.2).
 #[derive(Debug, Clone)]
 enum Storage {
@@ -1065,8 +990,6 @@ enum Storage {
     Bins(String),
     Derived(usize),
 }
-
-const KEYS: [&str; 3] = ["bin", "cell", "trace"];
 
 /// Derived columns per key: (column, values by code).
 type DerivedCols = [Vec<(usize, ArrayRef)>; 3];
@@ -1156,6 +1079,17 @@ fn decide_storage(inp: &Input, types: &[FinalType]) -> Result<(Vec<Storage>, Der
         out.push(st);
     }
     Ok((out, derived))
+}
+
+/// The members of `tables.spots` that depend on the layout, filled while the sinks are made.
+#[derive(Default)]
+struct SpotFilesMeta {
+    path: Option<String>,
+    primary_path: Option<Option<String>>,
+    coords_row_group_size: Option<u64>,
+    partitions: Option<Vec<spec::Partition>>,
+    files: Option<Vec<String>>,
+    coords_files: Option<Vec<String>>,
 }
 
 /// Writes the store; returns the number of intermediate merge passes.
@@ -1319,47 +1253,43 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
             .map(String::as_str)
             .collect::<Vec<_>>(),
     );
-    let chrom_dirs: Vec<String> = portable(
-        &inp.chrom_names
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    )
-    .into_iter()
-    .map(|p| format!("chrom={p}"))
-    .collect();
+    let chrom_dirs: Vec<String> = spec::chrom_dirs(&inp.chrom_names);
 
     // Sinks.
     let mut sinks: Vec<PqSink> = Vec::new();
-    let mut spots_meta = serde_json::Map::new();
-    let mut tracks_meta: Option<serde_json::Map<String, Value>> =
-        (!tracks.is_empty()).then(serde_json::Map::new);
-    let mut layers_meta: Vec<serde_json::Map<String, Value>> = inp
+    let mut spot_files = SpotFilesMeta::default();
+    let mut tracks_meta: Option<spec::TracksEntry> =
+        (!tracks.is_empty()).then(|| spec::TracksEntry {
+            path: None,
+            files: None,
+            columns: Vec::new(),
+            other: spec::Members::new(),
+        });
+    let mut layers_meta: Vec<spec::LayerEntry> = inp
         .layer_keys
         .iter()
         .enumerate()
-        .map(|(k, key)| {
-            let mut m = serde_json::Map::new();
-            m.insert("key".into(), json!(key));
-            m.insert(
-                "type".into(),
-                json!(if layer_f64[k] { "float64" } else { "float32" }),
-            );
-            m.insert("columns".into(), json!(["x", "y", "z"]));
-            m
+        .map(|(k, key)| spec::LayerEntry {
+            key: key.clone(),
+            ty: FloatType::of(!layer_f64[k]),
+            columns: AXES.iter().map(|a| a.to_string()).collect(),
+            path: None,
+            files: None,
+            other: spec::Members::new(),
         })
         .collect();
-    let part_meta = |parts: &[Partition]| -> Value {
-        Value::Array(
-            parts
-                .iter()
-                .map(|p| {
-                    json!({"chrom": inp.chrom_names[p.chrom as usize], "chrom_code": p.chrom,
-                           "dir": chrom_dirs[p.chrom as usize], "n_rows": p.rows,
-                           "n_row_groups": p.groups.len()})
-                })
-                .collect(),
-        )
+    let part_meta = |parts: &[Partition]| -> Vec<spec::Partition> {
+        parts
+            .iter()
+            .map(|p| spec::Partition {
+                chrom: inp.chrom_names[p.chrom as usize].clone(),
+                chrom_code: p.chrom as i64,
+                dir: Some(chrom_dirs[p.chrom as usize].clone()),
+                n_rows: p.rows,
+                n_row_groups: p.groups.len() as u64,
+                other: spec::Members::new(),
+            })
+            .collect()
     };
     let mut part_of_chrom: HashMap<i32, usize> = HashMap::new();
     let new_sink = |rel: &str,
@@ -1373,8 +1303,8 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
     let whole_tables = |prefix: &str,
                         dict_floats: bool,
                         sinks: &mut Vec<PqSink>,
-                        tracks_meta: &mut Option<serde_json::Map<String, Value>>,
-                        layers_meta: &mut [serde_json::Map<String, Value>]|
+                        tracks_meta: &mut Option<spec::TracksEntry>,
+                        layers_meta: &mut [spec::LayerEntry]|
      -> Result<()> {
         if let Some(m) = tracks_meta.as_mut() {
             let rel = format!("{prefix}spot_tracks.parquet");
@@ -1385,7 +1315,7 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
                 None,
                 dict_floats,
             )?);
-            m.insert("path".into(), json!(rel));
+            m.path = Some(rel);
         }
         for (k, m) in layers_meta.iter_mut().enumerate() {
             let rel = format!("{prefix}layers/{}.parquet", layer_names[k]);
@@ -1396,7 +1326,7 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
                 None,
                 dict_floats,
             )?);
-            m.insert("path".into(), json!(rel));
+            m.path = Some(rel);
         }
         Ok(())
     };
@@ -1405,7 +1335,7 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
             let mut cols = key_cols.clone();
             cols.extend(stored_extras(&|_| true));
             sinks.push(new_sink("spots.parquet", cols, &plan.groups, None, false)?);
-            spots_meta.insert("path".into(), json!("spots.parquet"));
+            spot_files.path = Some("spots.parquet".into());
             whole_tables("", false, &mut sinks, &mut tracks_meta, &mut layers_meta)?;
         }
         Layout::Partitioned => {
@@ -1437,23 +1367,23 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
                     lf.push(rel);
                 }
             }
-            spots_meta.insert("partitions".into(), part_meta(&plan.partitions));
-            spots_meta.insert("files".into(), json!(files));
+            spot_files.partitions = Some(part_meta(&plan.partitions));
+            spot_files.files = Some(files);
             if let Some(m) = tracks_meta.as_mut() {
-                m.insert("files".into(), json!(tfiles));
+                m.files = Some(tfiles);
             }
             for (m, f) in layers_meta.iter_mut().zip(lfiles) {
-                m.insert("files".into(), json!(f));
+                m.files = Some(f);
             }
         }
         Layout::PrimaryCoords => {
             let prim = stored_extras(&|s| matches!(s, Storage::Primary));
             if prim.is_empty() {
-                spots_meta.insert("primary_path".into(), Value::Null);
+                spot_files.primary_path = Some(None);
             } else {
                 let rel = "primary/spots.parquet";
                 sinks.push(new_sink(rel, prim, &plan.groups, None, true)?);
-                spots_meta.insert("primary_path".into(), json!(rel));
+                spot_files.primary_path = Some(Some(rel.into()));
             }
             whole_tables(
                 "primary/",
@@ -1475,9 +1405,9 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
                 )?);
                 files.push(rel);
             }
-            spots_meta.insert("coords_row_group_size".into(), json!(tc));
-            spots_meta.insert("partitions".into(), part_meta(&plan.coords_parts));
-            spots_meta.insert("coords_files".into(), json!(files));
+            spot_files.coords_row_group_size = Some(tc);
+            spot_files.partitions = Some(part_meta(&plan.coords_parts));
+            spot_files.coords_files = Some(files);
         }
     }
 
@@ -1630,7 +1560,7 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
             &offsets(plan.coords_runs.iter().map(|r| r.len)),
         )?;
         zarr_i64(&zs, "index/coords/primary_run", &plan.primary_run)?;
-        write_json(&root.join("index/coords/zarr.json"), &group_json(json!({})))?;
+        write_group(&root.join("index/coords"), &spec::Members::new())?;
     }
 
     // Categories and small tables.
@@ -1638,58 +1568,47 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
     let extra_stored = portable(&extra_names);
     let cat_file =
         |rel: &str, a: &ArrayRef| write_small(&root, rel, &one_col("category", a.clone())?);
-    cat_file("categories/spots.trace_id.parquet", &inp.trace_cats)?;
-    let trace_desc = coldesc_cat(
-        "trace_id",
-        &inp.trace_cats,
-        "categories/spots.trace_id.parquet",
-        true,
-    );
+    let spot_cat = |name: &str, rel: &str, cats: &ArrayRef| {
+        ColumnDesc::categorical(
+            name,
+            Some(CodeType::for_categories(cats.len())),
+            rel,
+            cats.len() as u64,
+        )
+    };
+    let trace_rel = categories_path("spots", "trace_id");
+    cat_file(&trace_rel, &inp.trace_cats)?;
+    let trace_desc = spot_cat("trace_id", &trace_rel, &inp.trace_cats);
     let cell_desc = match &inp.cell_cats {
         Some(c) => {
-            cat_file("categories/spots.cell_id.parquet", c)?;
-            Value::Object(coldesc_cat(
-                "cell_id",
-                c,
-                "categories/spots.cell_id.parquet",
-                true,
-            ))
+            let rel = categories_path("spots", "cell_id");
+            cat_file(&rel, c)?;
+            Some(spot_cat("cell_id", &rel, c))
         }
-        None => Value::Null,
+        None => None,
     };
     let chrom_cats: ArrayRef = Arc::new(arrow_array::StringArray::from_iter_values(
         inp.chrom_names.iter(),
     ));
-    cat_file("categories/bins.chrom.parquet", &chrom_cats)?;
+    let chrom_rel = categories_path("bins", "chrom");
+    cat_file(&chrom_rel, &chrom_cats)?;
     let mut col_descs = Vec::new();
     for (j, &i) in extras.iter().enumerate() {
         let c = &inp.cols[i];
-        let mut d = match &types[i] {
+        let d = match &types[i] {
             FinalType::Cat(cats) => {
-                let rel = format!("categories/spots.{}.parquet", extra_stored[j]);
+                let rel = categories_path("spots", &extra_stored[j]);
                 cat_file(&rel, &cats.values)?;
-                coldesc_cat(&c.name, &cats.values, &rel, true)
+                spot_cat(&c.name, &rel, &cats.values)
             }
-            t => {
-                let mut d = serde_json::Map::new();
-                d.insert("name".into(), json!(c.name));
-                d.insert("type".into(), json!(t.type_name()));
-                d
-            }
+            t => ColumnDesc::value(&c.name, t.value_type()),
         };
-        match &storage[j] {
-            Storage::Spots => d.insert("storage".into(), json!("spots")),
-            Storage::Primary => d.insert("storage".into(), json!("primary")),
-            Storage::Bins(s) => {
-                d.insert("storage".into(), json!("bins"));
-                d.insert("source".into(), json!(s))
-            }
-            Storage::Derived(k) => {
-                d.insert("storage".into(), json!("derived"));
-                d.insert("key".into(), json!(KEYS[*k]))
-            }
-        };
-        col_descs.push(Value::Object(d));
+        col_descs.push(d.with_storage(match &storage[j] {
+            Storage::Spots => spec::Storage::Spots,
+            Storage::Primary => spec::Storage::Primary,
+            Storage::Bins(s) => spec::Storage::Bins(s.clone()),
+            Storage::Derived(k) => spec::Storage::Derived(DerivedKey::ALL[*k]),
+        }));
     }
     let mut derived_meta = Vec::new();
     for (k, cols) in derived.iter().enumerate() {
@@ -1705,27 +1624,50 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
             cols.iter().map(|(_, a)| a.clone()).collect(),
         )
         .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
-        let rel = format!("derived/{}.parquet", KEYS[k]);
+        let key = DerivedKey::ALL[k];
+        let rel = format!("derived/{}.parquet", key.name());
         write_small(&root, &rel, &b)?;
-        derived_meta.push(json!({"key": KEYS[k], "path": rel, "n_rows": b.num_rows(),
-            "columns": cols.iter().map(|(i, _)| inp.cols[*i].name.clone()).collect::<Vec<_>>()}));
+        derived_meta.push(spec::DerivedEntry {
+            key,
+            path: rel,
+            n_rows: b.num_rows() as u64,
+            columns: cols
+                .iter()
+                .map(|(i, _)| inp.cols[*i].name.clone())
+                .collect(),
+            other: spec::Members::new(),
+        });
     }
+    let small = |path: &str, n_rows: usize, index: Option<&str>, columns| SmallTable {
+        path: path.into(),
+        n_rows: n_rows as u64,
+        index: index.map(str::to_string),
+        columns,
+        other: spec::Members::new(),
+    };
+    let value_columns = |b: &RecordBatch, skip: usize| -> Vec<ColumnDesc> {
+        b.schema()
+            .fields()
+            .iter()
+            .skip(skip)
+            .map(|f| ColumnDesc::value(f.name(), ValueType::of_stored(f.data_type())))
+            .collect()
+    };
     write_small(&root, "bins.parquet", &inp.bins)?;
-    let mut bins_cols = vec![Value::Object(coldesc_cat(
+    let mut bins_cols = vec![ColumnDesc::categorical(
         "chrom",
-        &chrom_cats,
-        "categories/bins.chrom.parquet",
-        false,
-    ))];
-    for f in inp.bins.schema().fields().iter().skip(1) {
-        bins_cols.push(json!({"name": f.name(), "type": type_name_of(f.data_type())}));
-    }
-    let value_type = |a: &ArrayRef| {
-        if a.data_type() == &DataType::Int64 {
-            "int64"
+        None,
+        &chrom_rel,
+        chrom_cats.len() as u64,
+    )];
+    bins_cols.extend(value_columns(&inp.bins, 1));
+    let index_column = |name: &str, a: &ArrayRef| {
+        let t = if a.data_type() == &DataType::Int64 {
+            ValueType::Int64
         } else {
-            "string"
-        }
+            ValueType::String
+        };
+        vec![ColumnDesc::value(name, t)]
     };
     write_small(
         &root,
@@ -1735,23 +1677,26 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
     let cells_meta = match &inp.cell_cats {
         Some(c) => {
             write_small(&root, "cells.parquet", &one_col("cell_id", c.clone())?)?;
-            json!({"path": "cells.parquet", "n_rows": c.len(), "index": "cell_id",
-                   "columns": [{"name": "cell_id", "type": value_type(c)}]})
+            Some(small(
+                "cells.parquet",
+                c.len(),
+                Some("cell_id"),
+                index_column("cell_id", c),
+            ))
         }
-        None => Value::Null,
+        None => None,
     };
     let bin_tracks_meta = match &inp.bin_tracks {
         Some(b) => {
             write_small(&root, "bin_tracks.parquet", b)?;
-            let cols: Vec<Value> = b
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| json!({"name": f.name(), "type": type_name_of(f.data_type())}))
-                .collect();
-            json!({"path": "bin_tracks.parquet", "n_rows": b.num_rows(), "columns": cols})
+            Some(small(
+                "bin_tracks.parquet",
+                b.num_rows(),
+                None,
+                value_columns(b, 0),
+            ))
         }
-        None => Value::Null,
+        None => None,
     };
     // Pass-through tables: staged files moved to their portable names.
     let mut pass_meta = [Vec::new(), Vec::new()];
@@ -1769,109 +1714,105 @@ pub(crate) fn write_store(mut inp: Input) -> Result<usize> {
                 std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
             }
             std::fs::rename(&t.staged, &dest).map_err(|e| Error::io(&dest, &e))?;
-            let mut m = json!({"key": t.key, "path": rel, "n_rows": t.n_rows});
-            if let Some(k) = &t.kind {
-                m["kind"] = json!(k);
-                m["source_result"] = Value::Null;
-            }
-            pass_meta[slot].push(m);
+            pass_meta[slot].push(spec::PassTableEntry {
+                key: t.key.clone(),
+                path: rel,
+                n_rows: t.n_rows,
+                kind: t.kind.clone(),
+                source_result: t.kind.as_ref().map(|_| None),
+                other: spec::Members::new(),
+            });
         }
     }
-    let coord_type = if inp.coord_f32 { "float32" } else { "float64" };
-    spots_meta.insert("layout".into(), json!(layout.name()));
-    spots_meta.insert("n_rows".into(), json!(inp.n_spots));
-    spots_meta.insert("row_group_size".into(), json!(t));
-    spots_meta.insert("bin_id".into(), json!({"name": "bin_id", "type": "int32"}));
-    spots_meta.insert("trace_id".into(), Value::Object(trace_desc));
-    spots_meta.insert("cell_id".into(), cell_desc);
-    spots_meta.insert(
-        "coords".into(),
-        if inp.has_coords {
-            json!({"columns": ["x", "y", "z"], "type": coord_type})
-        } else {
-            Value::Null
+    let coord_type = FloatType::of(inp.coord_f32);
+    let spots = spec::SpotsEntry {
+        path: spot_files.path,
+        primary_path: spot_files.primary_path,
+        coords_row_group_size: spot_files.coords_row_group_size,
+        partitions: spot_files.partitions,
+        files: spot_files.files,
+        coords_files: spot_files.coords_files,
+        layout,
+        n_rows: inp.n_spots,
+        row_group_size: Some(t),
+        bin_id: spec::IdDesc {
+            name: "bin_id".into(),
+            ty: "int32".into(),
+            other: spec::Members::new(),
         },
-    );
-    spots_meta.insert("columns".into(), Value::Array(col_descs));
+        trace_id: trace_desc,
+        cell_id: cell_desc,
+        coords: inp.has_coords.then(|| spec::CoordsDesc {
+            columns: AXES.iter().map(|a| a.to_string()).collect(),
+            ty: coord_type,
+            other: spec::Members::new(),
+        }),
+        columns: col_descs,
+        other: spec::Members::new(),
+    };
     let spot_tracks = tracks_meta.map(|mut m| {
-        m.insert(
-            "columns".into(),
-            Value::Array(
-                tracks
-                    .iter()
-                    .map(|&i| match &inp.cols[i].group {
-                        Group::Track(n) => json!({"name": n, "type": types[i].type_name()}),
-                        _ => Value::Null,
-                    })
-                    .collect(),
-            ),
-        );
-        Value::Object(m)
+        m.columns = tracks
+            .iter()
+            .filter_map(|&i| match &inp.cols[i].group {
+                Group::Track(n) => Some(ColumnDesc::value(n, types[i].value_type())),
+                _ => None,
+            })
+            .collect();
+        m
     });
-    let tables = json!({
-        "spots": Value::Object(spots_meta),
-        "spot_tracks": spot_tracks.unwrap_or(Value::Null),
-        "layers": layers_meta.into_iter().map(Value::Object).collect::<Vec<_>>(),
-        "derived": derived_meta,
-        "bins": {"path": "bins.parquet", "n_rows": inp.chrom_of_bin.len(), "columns": bins_cols},
-        "bin_tracks": bin_tracks_meta,
-        "traces": {"path": "traces.parquet", "n_rows": inp.trace_cats.len(), "index": "trace_id",
-                   "columns": [{"name": "trace_id", "type": value_type(&inp.trace_cats)}]},
-        "cells": cells_meta,
-        "intervals": pass_meta[0],
-        "points": pass_meta[1],
-    });
-    write_json(
-        &root.join("tables/zarr.json"),
-        &group_json(json!({ "tables": tables })),
-    )?;
-    write_json(&root.join("index/zarr.json"), &group_json(json!({})))?;
-    for g in ["cellm", "binm", "results"] {
-        write_json(
-            &root.join(g).join("zarr.json"),
-            &group_json(json!({"keys": []})),
-        )?;
-    }
-    write_json(
-        &root.join("uns/zarr.json"),
-        &group_json(json!({"uns": {}, "arrays": []})),
-    )?;
-    write_json(
-        &root.join("contacts/zarr.json"),
-        &group_json(json!({"contacts": []})),
-    )?;
-    write_json(
-        &root.join("links/zarr.json"),
-        &group_json(json!({"links": []})),
-    )?;
-    let version = match layout {
-        Layout::Flat => "2.0",
-        Layout::Partitioned => "2.1",
-        Layout::PrimaryCoords => "2.2",
+    let [intervals, points] = pass_meta;
+    let tables = spec::Tables {
+        spots,
+        spot_tracks,
+        layers: layers_meta,
+        derived: derived_meta,
+        bins: small("bins.parquet", inp.chrom_of_bin.len(), None, bins_cols),
+        bin_tracks: bin_tracks_meta,
+        traces: small(
+            "traces.parquet",
+            inp.trace_cats.len(),
+            Some("trace_id"),
+            index_column("trace_id", &inp.trace_cats),
+        ),
+        cells: cells_meta,
+        intervals,
+        points,
+        other: spec::Members::new(),
     };
-    let spot_order = match layout {
-        Layout::Flat => "cell,trace,bin",
-        Layout::Partitioned => "chrom,cell,trace,bin",
-        Layout::PrimaryCoords => "cell,trace,chrom,bin",
-    };
-    let mut uchrom = json!({
-        "format": "chromdata.zarr", "format_version": version, "spot_order": spot_order,
-        "n_spots": inp.n_spots, "n_bins": inp.chrom_of_bin.len(), "n_traces": inp.trace_cats.len(),
-        "n_cells": inp.cell_cats.as_ref().map_or(0, |c| c.len()), "n_chroms": inp.chrom_names.len(),
-        "n_runs": plan.runs.len(), "n_row_groups": plan.groups.len(),
-        "has_source_row": has_source_row, "has_cell_id": has_cells, "has_coords": inp.has_coords,
-        "coord_dtype": if inp.has_coords { json!(coord_type) } else { Value::Null },
-    });
-    if layout == Layout::PrimaryCoords {
-        uchrom["n_coord_row_groups"] = json!(n_coord_groups);
+    write_group(
+        &root.join("tables"),
+        &spec::TablesAttrs {
+            tables,
+            other: spec::Members::new(),
+        },
+    )?;
+    write_group(&root.join("index"), &spec::Members::new())?;
+    for kind in ComponentKind::ALL {
+        write_group(&root.join(kind.name()), &kind.empty_attrs())?;
     }
+    let uchrom = spec::Uchrom {
+        format: "chromdata.zarr".into(),
+        format_version: layout.format_version().into(),
+        spot_order: layout.spot_order().into(),
+        n_spots: inp.n_spots,
+        n_bins: inp.chrom_of_bin.len() as u64,
+        n_traces: inp.trace_cats.len() as u64,
+        n_cells: inp.cell_cats.as_ref().map_or(0, |c| c.len()) as u64,
+        n_chroms: inp.chrom_names.len() as u64,
+        n_runs: plan.runs.len() as u64,
+        n_row_groups: plan.groups.len() as u64,
+        has_source_row,
+        has_cell_id: has_cells,
+        has_coords: inp.has_coords,
+        coord_dtype: inp.has_coords.then_some(coord_type),
+        n_coord_row_groups: (layout == Layout::PrimaryCoords).then_some(n_coord_groups as u64),
+        other: spec::Members::new(),
+    };
     // The spill goes before the root metadata is written: the root zarr.json comes last.
     std::fs::remove_dir_all(&spill).map_err(|e| Error::io(&spill, &e))?;
     write_json(
         &root.join("zarr.json"),
-        &group_json(json!({"uchrom_format_version": version,
-                           "uchrom_version": concat!("libdeltacells ", env!("CARGO_PKG_VERSION")),
-                           "uchrom": uchrom})),
+        &spec::Root::new(layout, uchrom).node,
     )?;
     publish(&root, &inp.target, inp.overwrite)?;
     Ok(passes)
@@ -1928,81 +1869,30 @@ fn write_cdz(dir: &Path, out: &Path) -> Result<()> {
     f.sync_all().map_err(|e| Error::io(out, &e))
 }
 
-fn sync_dir(p: &Path) {
-    if let Ok(f) = File::open(p) {
-        let _ = f.sync_all();
-    }
-}
-
 /// Moves the finished tree in `tmp` to `target` (as a `.cdz` when the target ends in it).
 fn publish(tmp: &Path, target: &Path, overwrite: bool) -> Result<()> {
-    let parent = target
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
+    let existing = if overwrite {
+        fs::Existing::Replace
+    } else {
+        fs::Existing::Keep
+    };
+    let cdz = target
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("cdz"));
+    if !cdz {
+        return fs::publish_dir(tmp, target, existing);
+    }
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let exists = std::fs::symlink_metadata(target).is_ok();
-    if exists && !overwrite {
-        return Err(Error::new(
-            ErrorKind::Exists,
-            format!("{}: exists and overwrite is off", target.display()),
-        ));
+    let tmpzip = fs::parent_of(target).join(fs::fresh_temp_name(&name));
+    if let Err(e) =
+        write_cdz(tmp, &tmpzip).and_then(|_| fs::publish_file(&tmpzip, target, existing))
+    {
+        let _ = std::fs::remove_file(&tmpzip);
+        return Err(e);
     }
-    let cdz = target
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("cdz"));
-    if cdz {
-        let tmpzip = parent.join(temp_name(&name));
-        if let Err(e) = write_cdz(tmp, &tmpzip) {
-            let _ = std::fs::remove_file(&tmpzip);
-            return Err(e);
-        }
-        if exists && std::fs::metadata(target).is_ok_and(|m| m.is_dir()) {
-            let _ = std::fs::remove_file(&tmpzip);
-            return Err(Error::new(
-                ErrorKind::Exists,
-                format!(
-                    "{}: is a directory; refusing to replace it with a .cdz",
-                    target.display()
-                ),
-            ));
-        }
-        std::fs::rename(&tmpzip, target).map_err(|e| {
-            let _ = std::fs::remove_file(&tmpzip);
-            Error::io(target, &e)
-        })?;
-        let _ = std::fs::remove_dir_all(tmp);
-    } else {
-        let mut old = None;
-        if exists {
-            let aside = parent.join(temp_name(&name));
-            std::fs::rename(target, &aside).map_err(|e| Error::io(target, &e))?;
-            old = Some(aside);
-        }
-        // Make the tree durable before it becomes visible.
-        for m in member_list(tmp)? {
-            if let Ok(f) = File::open(tmp.join(&m)) {
-                let _ = f.sync_all();
-            }
-        }
-        if let Err(e) = std::fs::rename(tmp, target) {
-            if let Some(o) = &old {
-                let _ = std::fs::rename(o, target);
-            }
-            return Err(Error::io(target, &e));
-        }
-        if let Some(o) = old {
-            if o.is_dir() {
-                let _ = std::fs::remove_dir_all(&o);
-            } else {
-                let _ = std::fs::remove_file(&o);
-            }
-        }
-    }
-    sync_dir(&parent);
+    let _ = std::fs::remove_dir_all(tmp);
     Ok(())
 }

@@ -44,6 +44,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::fs;
 
 use super::manifest::{Manifest, FINGERPRINT_LEN};
 use super::paths;
@@ -722,7 +723,7 @@ impl ObsSpill {
         let text = schema.to_json()?;
         let obs_dir = root.join(paths::OBS_DIR);
         std::fs::create_dir_all(&obs_dir).map_err(|e| Error::io(&obs_dir, &e))?;
-        super::writer::write_synced(&root.join(SCHEMA_RELPATH), text.as_bytes())?;
+        fs::write_synced(&root.join(SCHEMA_RELPATH), text.as_bytes())?;
 
         let stored = schema.stored_schema();
         let lookups: Vec<Option<HashMap<&str, i32>>> = schema
@@ -816,7 +817,7 @@ impl ObsSpill {
             written.shard_bytes.push(out.bytes);
             written.shard_sha256.push(hex(&out.hasher.finalize()));
         }
-        super::writer::sync_dir(&obs_dir)?;
+        fs::sync_dir(&obs_dir)?;
         let _ = std::fs::remove_file(&self.path);
         written.fingerprint = fingerprint(&text, tile_cells, &written.shard_sha256);
         Ok(written)
@@ -1186,35 +1187,23 @@ impl ObsMeta {
 
     fn store_cached(&self, dir: &Path, i: usize, data: &[ArrayRef]) -> Result<()> {
         let path = self.cache_file(dir, i);
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}-{:016x}",
-            path.file_name().unwrap().to_string_lossy(),
-            std::process::id(),
-            super::writer::random_u64()
-        ));
         let c = &self.schema.columns[i];
         let schema = Arc::new(Schema::new(vec![Field::new(
             &c.name,
             c.stored_type(),
             true,
         )]));
-        let r = (|| -> std::result::Result<(), Box<dyn std::error::Error>> {
-            let f = File::create(&tmp)?;
-            let mut w = arrow_ipc::writer::FileWriter::try_new(BufWriter::new(f), &schema)?;
-            for a in data {
-                w.write(&RecordBatch::try_new(schema.clone(), vec![a.clone()])?)?;
-            }
-            w.finish()?;
-            w.into_inner()?
-                .into_inner()
-                .map_err(|e| e.into_error())?
-                .sync_all()?;
-            std::fs::rename(&tmp, &path)?;
-            Ok(())
-        })();
-        r.map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            Error::new(ErrorKind::Io, format!("{}: {e}", path.display()))
+        fs::write_file_atomically(&path, |f| {
+            let r = (|| -> std::result::Result<(), Box<dyn std::error::Error>> {
+                let mut w = arrow_ipc::writer::FileWriter::try_new(BufWriter::new(f), &schema)?;
+                for a in data {
+                    w.write(&RecordBatch::try_new(schema.clone(), vec![a.clone()])?)?;
+                }
+                w.finish()?;
+                w.into_inner()?.flush()?;
+                Ok(())
+            })();
+            r.map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", path.display())))
         })
     }
 

@@ -24,6 +24,7 @@ use arrow_schema::SchemaRef;
 
 use super::manifest::Manifest;
 use super::obs::{ObsCounters, ObsMeta, ObsSchema};
+use super::params::ReaderParam;
 use super::{npy, paths, var};
 
 /// Decoded tiles kept by default.
@@ -114,7 +115,7 @@ impl Dataset {
                 root.display()
             )));
         }
-        if paths::is_temp_dir_name(&root) {
+        if crate::storage::fs::is_temp_name(&root) {
             return Err(Error::new(
                 ErrorKind::NotFound,
                 format!(
@@ -206,6 +207,19 @@ impl Dataset {
     /// Whether tiles' CRC-32 is checked before decoding (default true).
     pub fn set_verify_crc(&self, verify: bool) {
         self.verify_crc.store(verify, Ordering::Relaxed);
+    }
+
+    /// Sets `param` to `value` after checking it against `param.bounds()` (the C API's
+    /// `dc_dataset_set`). Safe while other threads use the dataset; calls already running
+    /// keep their settings.
+    pub fn set_param(&self, param: ReaderParam, value: i64) -> Result<()> {
+        let v = param.check(value)?;
+        match param {
+            ReaderParam::Threads => self.set_threads(v as usize),
+            ReaderParam::TileCache => self.set_tile_cache(v as usize),
+            ReaderParam::VerifyCrc => self.set_verify_crc(v == 1),
+        }
+        Ok(())
     }
 
     /// Tiles currently in the decoded-tile cache (for tests and diagnostics).

@@ -5,22 +5,19 @@
 //! renames the directory into place, so an interrupted write never leaves anything that opens
 //! as a dataset.
 
-use std::collections::hash_map::RandomState;
-use std::fs::File;
-use std::hash::{BuildHasher, Hasher};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool;
+use crate::storage::fs;
 use crate::tile::{self, CsrRef, EncodeOptions, MAX_GENES};
 
 use arrow_array::RecordBatch;
 
 use super::manifest::Manifest;
 use super::obs::{ObsSpill, ObsWritten, DEFAULT_MAX_CATEGORIES};
+use super::params::WriterParam;
 use super::{npy, paths, var};
 
 /// The writer's spill of obs rows, inside its temporary directory (removed at finish).
@@ -30,15 +27,13 @@ const OBS_SPILL: &str = ".obs-spill.arrows";
 pub const DEFAULT_TILE_SIZE: u64 = 10_000;
 /// Tiles per obs shard unless set otherwise.
 pub const DEFAULT_OBS_TILES_PER_FILE: u64 = 1000;
-/// Largest accepted `n_chunks` (a chunk table entry costs 96 bytes per tile).
-pub const MAX_CHUNKS: u32 = 1 << 16;
 
 /// Settings of a `DatasetWriter`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriterOptions {
     /// Cells per tile (>= 1).
     pub tile_size: u64,
-    /// Chunks per tile (1 ..= 65536; a tile gets at most one per cell).
+    /// Chunks per tile (1 ..= `MAX_CHUNKS`; a tile gets at most one per cell).
     pub n_chunks: u32,
     /// zstd level (0 = zstd's default).
     pub zstd_level: i32,
@@ -63,52 +58,15 @@ impl Default for WriterOptions {
     }
 }
 
-fn check_tile_size(v: u64) -> Result<()> {
-    if v == 0 {
-        return Err(Error::invalid_argument(
-            "tile_size is 0, must be at least 1",
-        ));
-    }
-    Ok(())
-}
-
-fn check_n_chunks(v: u32) -> Result<()> {
-    if v == 0 || v > MAX_CHUNKS {
-        return Err(Error::invalid_argument(format!(
-            "n_chunks is {v}, must be in 1..={MAX_CHUNKS}"
-        )));
-    }
-    Ok(())
-}
-
-fn check_zstd_level(v: i32) -> Result<()> {
-    let (lo, hi) = (
-        zstd::zstd_safe::min_c_level(),
-        zstd::zstd_safe::max_c_level(),
-    );
-    if !(lo..=hi).contains(&v) {
-        return Err(Error::invalid_argument(format!(
-            "zstd level {v} is outside {lo}..={hi}"
-        )));
-    }
-    Ok(())
-}
-
-fn check_obs_tiles_per_file(v: u64) -> Result<()> {
-    if v == 0 {
-        return Err(Error::invalid_argument(
-            "obs_tiles_per_file is 0, must be at least 1",
-        ));
-    }
-    Ok(())
-}
-
 impl WriterOptions {
+    /// Checks every setting against its range (`WriterParam::bounds`).
     pub fn validate(&self) -> Result<()> {
-        check_tile_size(self.tile_size)?;
-        check_n_chunks(self.n_chunks)?;
-        check_zstd_level(self.zstd_level)?;
-        check_obs_tiles_per_file(self.obs_tiles_per_file)
+        WriterParam::TileSize.check(self.tile_size)?;
+        WriterParam::NChunks.check(self.n_chunks)?;
+        WriterParam::ZstdLevel.check(self.zstd_level)?;
+        WriterParam::Threads.check(self.threads as u64)?;
+        WriterParam::ObsTilesPerFile.check(self.obs_tiles_per_file)?;
+        Ok(())
     }
 }
 
@@ -179,29 +137,6 @@ pub struct DatasetWriter {
     state: State,
 }
 
-pub(crate) fn random_u64() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        h.write_u128(d.as_nanos());
-    }
-    h.finish()
-}
-
-pub(crate) fn sync_dir(path: &Path) -> Result<()> {
-    File::open(path)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(path, &e).context("syncing directory"))
-}
-
-pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f = File::create(path).map_err(|e| Error::io(path, &e))?;
-    f.write_all(bytes)
-        .and_then(|_| f.sync_all())
-        .map_err(|e| Error::io(path, &e))
-}
-
 /// Whether an existing `target` may be replaced: an empty directory, or one that holds
 /// nothing but the names of a dataset's layout. Anything else (a file, a symlink, a
 /// directory of other things) is refused, so a mistyped path never deletes unrelated data.
@@ -231,10 +166,6 @@ fn check_replaceable(target: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn exists(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok()
 }
 
 impl DatasetWriter {
@@ -267,7 +198,7 @@ impl DatasetWriter {
             )));
         }
         let target = path.as_ref().to_path_buf();
-        let (_, _, tmp) = paths::create_temp_sibling(&target)?;
+        let tmp = fs::create_temp_sibling(&target)?.dir;
         let tiles = tmp.join(paths::TILES_DIR);
         if let Err(e) = std::fs::create_dir(&tiles) {
             let _ = std::fs::remove_dir_all(&tmp);
@@ -312,7 +243,7 @@ impl DatasetWriter {
     }
 
     fn check_target(&mut self) -> Result<()> {
-        if exists(&self.target) {
+        if fs::exists(&self.target) {
             if !self.opts.overwrite {
                 return Err(Error::new(
                     ErrorKind::Exists,
@@ -355,27 +286,28 @@ impl DatasetWriter {
 
     pub fn set_tile_size(&mut self, v: u64) -> Result<()> {
         self.check_before_append("tile_size")?;
-        check_tile_size(v)?;
+        WriterParam::TileSize.check(v)?;
         self.opts.tile_size = v;
         Ok(())
     }
 
     pub fn set_n_chunks(&mut self, v: u32) -> Result<()> {
         self.check_before_append("n_chunks")?;
-        check_n_chunks(v)?;
+        WriterParam::NChunks.check(v)?;
         self.opts.n_chunks = v;
         Ok(())
     }
 
     pub fn set_zstd_level(&mut self, v: i32) -> Result<()> {
         self.check_before_append("zstd_level")?;
-        check_zstd_level(v)?;
+        WriterParam::ZstdLevel.check(v)?;
         self.opts.zstd_level = v;
         Ok(())
     }
 
     pub fn set_threads(&mut self, v: usize) -> Result<()> {
         self.check_open("threads")?;
+        WriterParam::Threads.check(v as u64)?;
         self.opts.threads = v;
         Ok(())
     }
@@ -390,9 +322,26 @@ impl DatasetWriter {
 
     pub fn set_obs_tiles_per_file(&mut self, v: u64) -> Result<()> {
         self.check_before_append("obs_tiles_per_file")?;
-        check_obs_tiles_per_file(v)?;
+        WriterParam::ObsTilesPerFile.check(v)?;
         self.opts.obs_tiles_per_file = v;
         Ok(())
+    }
+
+    /// Sets `param` to `value`, after checking it against `param.bounds()`: the C API's
+    /// `dc_writer_set`. Each setting may be set until the moment its typed setter says.
+    ///
+    /// Errors: `InvalidArgument` (out of range), `State` (too late).
+    pub fn set_param(&mut self, param: WriterParam, value: i64) -> Result<()> {
+        let v = param.check(value)?;
+        match param {
+            WriterParam::TileSize => self.set_tile_size(v as u64),
+            WriterParam::NChunks => self.set_n_chunks(v as u32),
+            WriterParam::ZstdLevel => self.set_zstd_level(v as i32),
+            WriterParam::Threads => self.set_threads(v as usize),
+            WriterParam::Overwrite => self.set_overwrite(v == 1),
+            WriterParam::ObsTilesPerFile => self.set_obs_tiles_per_file(v as u64),
+            WriterParam::ObsMaxCategories => self.set_max_categories(v as usize),
+        }
     }
 
     /// Sets the gene order before the first append: output column j is input column
@@ -463,6 +412,7 @@ impl DatasetWriter {
     /// than categories (default 20,000). Before the first `append_obs`.
     pub fn set_max_categories(&mut self, n: usize) -> Result<()> {
         self.check_open("max_categories")?;
+        WriterParam::ObsMaxCategories.check(n as u64)?;
         if self.obs.is_some() {
             return Err(Error::new(
                 ErrorKind::State,
@@ -770,7 +720,7 @@ impl DatasetWriter {
                 .map_err(|e| Error::new(ErrorKind::Internal, e.message))?;
         }
         if let Some(order) = &self.gene_order {
-            write_synced(&self.tmp.join(paths::GENE_ORDER), &npy::write_i32(order))?;
+            fs::write_synced(&self.tmp.join(paths::GENE_ORDER), &npy::write_i32(order))?;
         }
         if let Some(names) = &self.var_names {
             let mut text = String::new();
@@ -779,12 +729,10 @@ impl DatasetWriter {
                 text.push_str(&names[i]);
                 text.push('\n');
             }
-            write_synced(&self.tmp.join(paths::VAR_NAMES), text.as_bytes())?;
+            fs::write_synced(&self.tmp.join(paths::VAR_NAMES), text.as_bytes())?;
         }
-        sync_dir(&self.tmp.join(paths::TILES_DIR))?;
         let manifest_path = self.tmp.join(paths::MANIFEST);
-        write_synced(&manifest_path, &manifest.to_json()?)?;
-        sync_dir(&self.tmp)?;
+        fs::write_synced(&manifest_path, &manifest.to_json()?)?;
         if let Err(e) = self.publish() {
             // Leave no manifest in the temporary directory while it is not published.
             let _ = std::fs::remove_file(&manifest_path);
@@ -818,8 +766,7 @@ impl DatasetWriter {
     /// Renames the temporary directory to the target (replacing a dataset there only when
     /// overwriting, and only once the new one is complete).
     fn publish(&mut self) -> Result<()> {
-        let parent = self.tmp.parent().unwrap_or(Path::new(".")).to_path_buf();
-        if exists(&self.target) {
+        if fs::exists(&self.target) {
             if !self.opts.overwrite {
                 return Err(Error::new(
                     ErrorKind::Exists,
@@ -830,41 +777,10 @@ impl DatasetWriter {
                 ));
             }
             check_replaceable(&self.target)?;
-            let name = self.target.file_name().unwrap().to_string_lossy();
-            let old = parent.join(format!(
-                ".{name}.old-{}-{:016x}",
-                std::process::id(),
-                random_u64()
-            ));
-            std::fs::rename(&self.target, &old).map_err(|e| {
-                Error::io(&self.target, &e).context("moving the existing dataset aside")
-            })?;
-            if let Err(e) = std::fs::rename(&self.tmp, &self.target) {
-                let _ = std::fs::rename(&old, &self.target);
-                return Err(Error::io(&self.target, &e).context("renaming the new dataset"));
-            }
-            sync_dir(&parent)?;
-            // The new dataset is in place; the old one is garbage now.
-            let _ = std::fs::remove_dir_all(&old);
+            fs::publish_dir(&self.tmp, &self.target, fs::Existing::Replace)
         } else {
-            // rename(2) never replaces a non-empty directory, so a target that appeared
-            // meanwhile is not lost; it surfaces as an error here.
-            std::fs::rename(&self.tmp, &self.target).map_err(|e| {
-                if exists(&self.target) {
-                    Error::new(
-                        ErrorKind::Exists,
-                        format!(
-                            "{}: appeared while writing (set overwrite to replace it)",
-                            self.target.display()
-                        ),
-                    )
-                } else {
-                    Error::io(&self.target, &e).context("renaming the new dataset")
-                }
-            })?;
-            sync_dir(&parent)?;
+            fs::publish_dir(&self.tmp, &self.target, fs::Existing::Keep)
         }
-        Ok(())
     }
 }
 
@@ -897,7 +813,7 @@ fn encode_and_write(
         values: &rows.values,
     };
     let blob = tile::encode_tile(&csr, opts)?;
-    write_synced(path, &blob)?;
+    fs::write_synced(path, &blob)?;
     Ok(TileStat {
         cells: rows.rows(),
         nnz: rows.indices.len() as u64,

@@ -5,9 +5,9 @@ use zstd::zstd_safe::DCtx;
 
 use crate::error::{Error, Result};
 
-use super::decode::ValuesOut;
 use super::header::{read_u32, ChunkEntry, ESCAPE, MAX_COUNT};
 use super::inspect::{StreamKind, Tile};
+use super::values::ValuesOut;
 
 /// A decoded, position-checked exception frame.
 pub struct Exceptions<'a> {

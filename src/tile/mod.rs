@@ -8,8 +8,9 @@ mod exceptions;
 mod header;
 mod inspect;
 mod kernels;
+mod values;
 
-pub use decode::{decode_parsed, decode_tile, DecodeOptions, ValuesOut};
+pub use decode::{decode_parsed, decode_tile, DecodeOptions};
 pub use encode::{
     encode_tile, exception_limit, CsrRef, EncodeOptions, DEFAULT_CHUNKS, DEFAULT_ZSTD_LEVEL,
 };
@@ -18,3 +19,4 @@ pub use header::{
     MAGIC, MAX_COUNT, MAX_GENES,
 };
 pub use inspect::{inspect, StreamKind, Tile, TileInfo};
+pub use values::ValuesOut;

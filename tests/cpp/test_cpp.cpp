@@ -2,7 +2,8 @@
 // throw deltacells::error with the right status, handles and streams are move-only RAII and
 // release what they own (run under valgrind by ctest: a leaked stream or batch fails).
 //
-// Usage: test_cpp [CHROMDATA_STORES_DIR]   (the output of tests/chromdata/make_stores.py)
+// Usage: test_cpp [CHROMDATA_STORES_DIR]   (the output of tests/chromdata/make_stores.py,
+//                                          with expected_csv.py's CSV files in DIR/csv)
 #include "deltacells.hpp"
 
 #include <cstdio>
@@ -365,6 +366,8 @@ static void test_stream_ownership() {
   CHECK(fake_streams_released == 3);
 }
 
+static void test_typed_query(dc::ChromData &cd); // below, with the other typed tests
+
 static void test_chromdata_writer(const std::string &dir) {
   // 7 spots, given out of order: traces t1 (3 spots, two chromosomes) and t2 (4 spots).
   std::vector<Col> cols{
@@ -407,6 +410,7 @@ static void test_chromdata_writer(const std::string &dir) {
   dc::ChromData cd(path);
   dc_chromdata_info info = cd.info();
   CHECK(info.n_spots == 7 && info.n_traces == 2 && info.layout == DC_LAYOUT_PARTITIONED);
+  test_typed_query(cd);
   dc::ArrowStream t1 = cd.get_trace("t1", {"coords"});
   CHECK(count_rows(t1).first == 3);
   dc::ArrowStream c1 = cd.get_chrom("chr1");
@@ -480,6 +484,259 @@ static void test_chromdata(const std::string &stores) {
   EXPECT_ERROR(DC_ERR_NOT_FOUND, dc::ChromData(stores + "/missing.cdz"));
 }
 
+// ---------------------------------------------------------------------------------------
+// Typed access (BatchReader, Table, Batch, Column) on a hand-built stream of two record
+// batches, the second one sliced (offset 1), with nulls, every string layout and bools:
+//   i: int32 (null at row 1), d: float64, s: utf8, ls: large utf8,
+//   k: dictionary<int16, utf8> (null at row 2), b: bool
+// ---------------------------------------------------------------------------------------
+struct HandBatch {
+  std::vector<int32_t> i;
+  std::vector<double> d;
+  std::vector<int32_t> s_off;
+  std::string s_chars;
+  std::vector<int64_t> ls_off;
+  std::string ls_chars;
+  std::vector<int16_t> k;
+  std::vector<int32_t> dict_off;
+  std::string dict_chars;
+  uint8_t i_valid = 0, k_valid = 0, b_bits = 0;
+  const void *top_bufs[1] = {nullptr};
+  const void *i_bufs[2], *d_bufs[2], *s_bufs[3], *ls_bufs[3], *k_bufs[2], *dict_bufs[3], *b_bufs[2];
+  struct ArrowArray cols[6], dict;
+  struct ArrowArray *col_ptrs[6];
+};
+static void no_release(struct ArrowArray *a) { a->release = nullptr; }
+static int hand_batches_released = 0;
+static void hand_release(struct ArrowArray *a) {
+  delete static_cast<HandBatch *>(a->private_data);
+  a->release = nullptr;
+  hand_batches_released++;
+}
+static struct ArrowArray child(int64_t len, int64_t offset, int64_t nulls, int64_t n_bufs, const void **bufs) {
+  return {len, nulls, offset, n_bufs, 0, bufs, nullptr, nullptr, no_release, nullptr};
+}
+// Rows (logical, after `offset`): the values of row r are i = 10 r, d = r + 0.5, s = "s<r>",
+// ls = "L<r>", k = dictionary {"red", "green"}[r % 2], b = (r % 2 == 0).
+static void hand_batch(struct ArrowArray *out, int64_t rows, int64_t offset) {
+  auto *h = new HandBatch;
+  int64_t n = rows + offset;
+  h->s_off.push_back(0);
+  h->ls_off.push_back(0);
+  for (int64_t p = 0; p < n; p++) {
+    int64_t r = p - offset;
+    h->i.push_back(static_cast<int32_t>(10 * r));
+    h->d.push_back(static_cast<double>(r) + 0.5);
+    h->s_chars += "s" + std::to_string(r);
+    h->s_off.push_back(static_cast<int32_t>(h->s_chars.size()));
+    h->ls_chars += "L" + std::to_string(r);
+    h->ls_off.push_back(static_cast<int64_t>(h->ls_chars.size()));
+    h->k.push_back(static_cast<int16_t>(((r % 2) + 2) % 2));
+    if (r != 1) h->i_valid |= static_cast<uint8_t>(1u << p);
+    if (r != 2) h->k_valid |= static_cast<uint8_t>(1u << p);
+    if (r % 2 == 0) h->b_bits |= static_cast<uint8_t>(1u << p);
+  }
+  h->dict_chars = "redgreen";
+  h->dict_off = {0, 3, 8};
+  h->i_bufs[0] = &h->i_valid; h->i_bufs[1] = h->i.data();
+  h->d_bufs[0] = nullptr; h->d_bufs[1] = h->d.data();
+  h->s_bufs[0] = nullptr; h->s_bufs[1] = h->s_off.data(); h->s_bufs[2] = h->s_chars.data();
+  h->ls_bufs[0] = nullptr; h->ls_bufs[1] = h->ls_off.data(); h->ls_bufs[2] = h->ls_chars.data();
+  h->k_bufs[0] = &h->k_valid; h->k_bufs[1] = h->k.data();
+  h->dict_bufs[0] = nullptr; h->dict_bufs[1] = h->dict_off.data(); h->dict_bufs[2] = h->dict_chars.data();
+  h->b_bufs[0] = nullptr; h->b_bufs[1] = &h->b_bits;
+  const bool has_row1 = rows > 1, has_row2 = rows > 2;
+  h->cols[0] = child(rows, offset, has_row1 ? 1 : 0, 2, h->i_bufs);
+  h->cols[1] = child(rows, offset, 0, 2, h->d_bufs);
+  h->cols[2] = child(rows, offset, 0, 3, h->s_bufs);
+  h->cols[3] = child(rows, offset, 0, 3, h->ls_bufs);
+  h->cols[4] = child(rows, offset, has_row2 ? -1 : 0, 2, h->k_bufs); // -1: null count unknown
+  h->dict = child(2, 0, 0, 3, h->dict_bufs);
+  h->cols[4].dictionary = &h->dict;
+  h->cols[5] = child(rows, offset, 0, 2, h->b_bufs);
+  for (int c = 0; c < 6; c++) h->col_ptrs[c] = &h->cols[c];
+  *out = {rows, 0, 0, 1, 6, h->top_bufs, h->col_ptrs, nullptr, hand_release, h};
+}
+
+static struct ArrowSchema hs_i, hs_d, hs_s, hs_ls, hs_k, hs_kd, hs_b;
+static struct ArrowSchema *hs_children[6] = {&hs_i, &hs_d, &hs_s, &hs_ls, &hs_k, &hs_b};
+static void hand_schema_release(struct ArrowSchema *s) { s->release = nullptr; }
+struct HandStream {
+  int next = 0;
+};
+static int hand_get_schema(struct ArrowArrayStream *, struct ArrowSchema *out) {
+  hs_i = {"i", "i", nullptr, ARROW_FLAG_NULLABLE, 0, nullptr, nullptr, nullptr, nullptr};
+  hs_d = {"g", "d", nullptr, ARROW_FLAG_NULLABLE, 0, nullptr, nullptr, nullptr, nullptr};
+  hs_s = {"u", "s", nullptr, ARROW_FLAG_NULLABLE, 0, nullptr, nullptr, nullptr, nullptr};
+  hs_ls = {"U", "ls", nullptr, ARROW_FLAG_NULLABLE, 0, nullptr, nullptr, nullptr, nullptr};
+  hs_kd = {"u", "", nullptr, ARROW_FLAG_NULLABLE, 0, nullptr, nullptr, nullptr, nullptr};
+  hs_k = {"s", "k", nullptr, ARROW_FLAG_NULLABLE, 0, nullptr, &hs_kd, nullptr, nullptr};
+  hs_b = {"b", "b", nullptr, ARROW_FLAG_NULLABLE, 0, nullptr, nullptr, nullptr, nullptr};
+  *out = {"+s", "", nullptr, 0, 6, hs_children, nullptr, hand_schema_release, nullptr};
+  return 0;
+}
+static int hand_get_next(struct ArrowArrayStream *st, struct ArrowArray *out) {
+  auto *h = static_cast<HandStream *>(st->private_data);
+  int k = h->next++;
+  if (k == 0) hand_batch(out, 4, 0);
+  else if (k == 1) hand_batch(out, 3, 1);
+  else out->release = nullptr;
+  return 0;
+}
+static const char *hand_last_error(struct ArrowArrayStream *) { return nullptr; }
+static void hand_stream_release(struct ArrowArrayStream *st) {
+  delete static_cast<HandStream *>(st->private_data);
+  st->release = nullptr;
+}
+static dc::ArrowStream hand_stream() {
+  struct ArrowArrayStream raw = {hand_get_schema, hand_get_next, hand_last_error,
+                                 hand_stream_release, new HandStream};
+  return dc::ArrowStream(&raw);
+}
+
+// Checks one hand batch (rows 0..n-1 as hand_batch describes them).
+static void check_hand_batch(const dc::Batch &b, int64_t rows) {
+  CHECK(b.num_rows() == rows && b.num_columns() == 6);
+  CHECK((b.column_names() == std::vector<std::string>{"i", "d", "s", "ls", "k", "b"}));
+  dc::view<int32_t> i = b.column<int32_t>("i");
+  dc::view<double> d = b.column<double>("d");
+  dc::Column ic = b.column("i"), s = b.column("s"), ls = b.column("ls"), k = b.column("k"), bc = b.column("b");
+  CHECK(static_cast<int64_t>(i.size()) == rows && static_cast<int64_t>(d.size()) == rows);
+  CHECK(ic.null_count() == (rows > 1 ? 1 : 0) && k.null_count() == (rows > 2 ? 1 : 0));
+  CHECK(k.is_dictionary() && k.is_string() && s.is_string() && ls.is_string() && !ic.is_string());
+  double dsum = 0;
+  for (double v : d) dsum += v;
+  CHECK(dsum == static_cast<double>(rows * (rows - 1)) / 2 + 0.5 * static_cast<double>(rows));
+  for (int64_t r = 0; r < rows; r++) {
+    CHECK(ic.is_valid(r) == (r != 1));
+    if (ic.is_valid(r)) CHECK(i[static_cast<size_t>(r)] == 10 * r);
+    CHECK(d[static_cast<size_t>(r)] == static_cast<double>(r) + 0.5);
+    CHECK(s.str(r) == "s" + std::to_string(r));
+    CHECK(ls.str(r) == "L" + std::to_string(r));
+    CHECK(k.is_null(r) == (r == 2));
+    CHECK(k.str(r) == (r == 2 ? "" : r % 2 ? "green" : "red"));
+    if (r != 2) CHECK(k.index_at(r) == r % 2);
+    CHECK(bc.boolean(r) == (r % 2 == 0));
+  }
+  // Wrong types and names are exceptions, never reinterpreted bytes.
+  bool threw = false;
+  try { (void)b.column<int64_t>("i"); } catch (const std::invalid_argument &) { threw = true; }
+  CHECK(threw);
+  threw = false;
+  try { (void)b.column("s").values<double>(); } catch (const std::invalid_argument &) { threw = true; }
+  CHECK(threw);
+  threw = false;
+  try { (void)b.column("d").str(0); } catch (const std::invalid_argument &) { threw = true; }
+  CHECK(threw);
+  threw = false;
+  try { (void)b.column("nope"); } catch (const std::out_of_range &e) {
+    threw = std::string(e.what()).find("columns: i, d, s, ls, k, b") != std::string::npos;
+  }
+  CHECK(threw);
+  CHECK(b.has_column("ls") && !b.has_column("x"));
+}
+
+static void test_typed_columns() {
+  hand_batches_released = 0;
+  {
+    dc::BatchReader reader(hand_stream());
+    CHECK((reader.column_names() == std::vector<std::string>{"i", "d", "s", "ls", "k", "b"}));
+    std::vector<int64_t> sizes;
+    for (const dc::Batch &b : reader) {
+      check_hand_batch(b, b.num_rows());
+      sizes.push_back(b.num_rows());
+    }
+    CHECK((sizes == std::vector<int64_t>{4, 3}));
+  }
+  CHECK(hand_batches_released == 2); // every batch released once, by its Batch
+  {
+    dc::Table t(hand_stream());
+    CHECK(t.num_rows() == 7 && t.num_batches() == 2);
+    int64_t rows = 0;
+    for (const dc::Batch &b : t) rows += b.num_rows();
+    CHECK(rows == 7);
+    check_hand_batch(t.batch(1), 3);
+    dc::Table moved = std::move(t);
+    CHECK(moved.num_rows() == 7);
+  }
+  CHECK(hand_batches_released == 4);
+}
+
+// Typed reading of what the library wrote (test_chromdata_writer's spots): chr1, in the
+// canonical order of the spec (trace, then bin): t1 at 100, 200; t2 at 100, 300, 700.
+static void test_typed_query(dc::ChromData &cd) {
+  dc::Table t(cd.get_chrom("chr1"));
+  CHECK(t.num_rows() == 5);
+  std::vector<double> xs;
+  std::vector<std::string> traces;
+  std::vector<int32_t> bins;
+  for (const dc::Batch &b : t) {
+    for (double x : b.column<double>("x")) xs.push_back(x);
+    for (int32_t v : b.column<int32_t>("bin_id")) bins.push_back(v);
+    dc::Column tr = b.column("trace_id");
+    for (int64_t r = 0; r < b.num_rows(); r++) traces.emplace_back(tr.str(r));
+  }
+  CHECK((xs == std::vector<double>{4, 6, 2, 3, 7}));
+  CHECK((traces == std::vector<std::string>{"t1", "t1", "t2", "t2", "t2"}));
+  CHECK(bins.size() == 5 && bins[0] == bins[2] && bins[0] < bins[1]);
+  dc::Table bins_table(cd.table("bins"));
+  std::vector<std::string> chroms;
+  for (const dc::Batch &b : bins_table) {
+    dc::Column c = b.column("chrom");
+    for (int64_t r = 0; r < b.num_rows(); r++) chroms.emplace_back(c.str(r));
+  }
+  CHECK(chroms.size() == 6 && chroms.front() == "chr1" && chroms.back() == "chr2");
+}
+
+// A CSV of expected_csv.py (a header line, then comma-separated fields; "NA" = missing).
+static std::vector<std::vector<std::string>> read_csv(const std::string &path) {
+  std::vector<std::vector<std::string>> rows;
+  FILE *f = std::fopen(path.c_str(), "r");
+  if (!f) return rows;
+  char line[4096];
+  while (std::fgets(line, sizeof line, f)) {
+    std::vector<std::string> fields(1);
+    for (char *p = line; *p && *p != '\n' && *p != '\r'; p++) {
+      if (*p == ',') fields.emplace_back();
+      else fields.back() += *p;
+    }
+    rows.push_back(fields);
+  }
+  std::fclose(f);
+  return rows;
+}
+
+// Typed query results against the pandas answers of make_stores.py (as CSV).
+static void test_typed_against_pandas(const std::string &stores) {
+  for (const char *q : {"trace_t0_coords.csv", "chrom_chr2_coords.csv"}) {
+    auto want = read_csv(stores + "/csv/" + q);
+    CHECK(want.size() > 1);
+    if (want.size() < 2) continue;
+    for (const char *name : {"main_20.chromdata.zarr", "main_21.cdz", "main_22.cdz"}) {
+      dc::ChromData cd(stores + "/" + name);
+      dc::Table t(q[0] == 't' ? cd.get_trace("t0", {"coords"}) : cd.get_chrom("chr2", {"coords"}));
+      CHECK(t.column_names() == want[0]);
+      CHECK(t.num_rows() + 1 == static_cast<int64_t>(want.size()));
+      size_t row = 1;
+      for (const dc::Batch &b : t) {
+        dc::view<int32_t> bin = b.column<int32_t>("bin_id");
+        dc::Column tr = b.column("trace_id"), cell = b.column("cell_id");
+        dc::view<double> x = b.column<double>("x"), y = b.column<double>("y"), z = b.column<double>("z");
+        for (int64_t r = 0; r < b.num_rows() && row < want.size(); r++, row++) {
+          const auto &w = want[row];
+          auto same = [](double got, const std::string &text) {
+            return text == "NA" ? got != got : got == std::strtod(text.c_str(), nullptr);
+          };
+          size_t i = static_cast<size_t>(r);
+          CHECK(std::to_string(bin[i]) == w[0] && std::string(tr.str(r)) == w[1] &&
+                std::string(cell.str(r)) == w[2]);
+          CHECK(same(x[i], w[3]) && same(y[i], w[4]) && same(z[i], w[5]));
+        }
+      }
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   char tmpl[] = "/tmp/deltacells-cpp-XXXXXX";
   if (!mkdtemp(tmpl)) return 2;
@@ -488,9 +745,11 @@ int main(int argc, char **argv) {
     test_versions();
     test_tiles();
     test_stream_ownership();
+    test_typed_columns();
     test_dataset(dir);
     test_chromdata_writer(dir);
     if (argc > 1) test_chromdata(argv[1]);
+    if (argc > 1) test_typed_against_pandas(argv[1]);
     else std::printf("SKIPPED: ChromData tests (no store directory given)\n");
   } catch (const std::exception &e) {
     std::fprintf(stderr, "unexpected exception: %s\n", e.what());

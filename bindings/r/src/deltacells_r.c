@@ -5,24 +5,36 @@
  * converts R objects to C arguments, calls one library function, and converts the results
  * (CSR buffers, Arrow C streams) to R objects.
  *
- * Error rule: an R error (a longjmp) is raised only after the library call has returned,
- * with the status and message copied first (dcr_fail). Library resources that an R
+ * Error rule: an R error (a longjmp) is raised only when no library (Rust) frame is on the
+ * stack: argument checks come before the library call, and a failing call's status and
+ * message are copied after it returned (dcr_fail). Library resources that an R error or an
  * allocation failure could strand -- handles, Arrow streams and batches -- are held by
  * external pointers with finalizers, so the garbage collector releases them if a longjmp
  * skips the explicit release.
+ *
+ * Every entry point checks its arguments itself (type, length, NA / NaN, range, whole
+ * numbers) even though the R functions check them first: a .Call reached with anything
+ * must end in an R error, never in undefined behaviour.
  */
 #define R_NO_REMAP
 #include <R.h>
 #include <R_ext/Rdynload.h>
 #include <Rinternals.h>
 
+#include <inttypes.h>
+#include <stdarg.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "deltacells.h"
 
 static SEXP dcr_namespace = NULL;
+
+/* Largest integer below which every integer is exactly a double (2^53). */
+#define DCR_EXACT_DOUBLE 9007199254740992.0
 
 /* Raises a "deltacells_error" condition (R function .dc_stop) with the status and the
  * message `msg` (a CHARSXP copied from dc_last_error() right after the failing call). */
@@ -50,6 +62,143 @@ static void dcr_fail(dc_status s, const char *function)
     dc_status dcr_s_ = (call);                                                              \
     if (dcr_s_ != DC_OK) dcr_fail(dcr_s_, name);                                            \
   } while (0)
+
+/* An argument error (or another R-side error): formats the message, then signals it
+ * through R function .dc_arg_stop, which names the user's call (not this shim's .Call) and
+ * gives the condition the classes of DC_ERR_INVALID_ARGUMENT (or of the status named).
+ * Never called with a library frame on the stack. */
+static void dcr_verror(const char *status_name, const char *fmt, va_list ap)
+{
+  char text[1024];
+  vsnprintf(text, sizeof text, fmt, ap);
+  if (dcr_namespace) {
+    SEXP msg = PROTECT(Rf_mkString(text));
+    SEXP status = PROTECT(Rf_mkString(status_name));
+    SEXP call = PROTECT(Rf_lang3(Rf_install(".dc_arg_stop"), msg, status));
+    Rf_eval(call, dcr_namespace);
+    UNPROTECT(3); /* not reached */
+  }
+  Rf_error("%s", text);
+}
+
+static void dcr_error(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  dcr_verror("DC_ERR_INVALID_ARGUMENT", fmt, ap);
+  va_end(ap);
+}
+
+/* A value R cannot represent (class deltacells_unsupported). */
+static void dcr_unsupported(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  dcr_verror("DC_ERR_UNSUPPORTED", fmt, ap);
+  va_end(ap);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Argument checks (R errors, raised before any library call)
+ * ------------------------------------------------------------------------------------- */
+
+/* A single number (integer, double or logical), not NA / NaN / infinite, whole, within
+ * [lo, hi] (both exactly representable as doubles). */
+static double whole_arg(SEXP x, const char *what, double lo, double hi)
+{
+  if ((TYPEOF(x) != INTSXP && TYPEOF(x) != REALSXP && TYPEOF(x) != LGLSXP) || XLENGTH(x) != 1)
+    dcr_error("'%s' must be a single number", what);
+  double v;
+  if (TYPEOF(x) == REALSXP) {
+    v = REAL(x)[0];
+    if (ISNAN(v)) dcr_error("'%s' must not be NA or NaN", what);
+  } else {
+    int i = TYPEOF(x) == INTSXP ? INTEGER(x)[0] : LOGICAL(x)[0];
+    if (i == NA_INTEGER) dcr_error("'%s' must not be NA", what);
+    v = i;
+  }
+  if (!R_FINITE(v) || v != floor(v)) dcr_error("'%s' must be a whole number (got %g)", what, v);
+  if (v < lo || v > hi) dcr_error("'%s' must be between %.0f and %.0f (got %.0f)", what, lo, hi, v);
+  return v;
+}
+
+static int64_t int64_arg(SEXP x, const char *what, double lo, double hi)
+{
+  return (int64_t)whole_arg(x, what, lo, hi); /* exact: |v| <= 2^53 */
+}
+
+static int flag_arg(SEXP x, const char *what)
+{
+  if (TYPEOF(x) != LGLSXP || XLENGTH(x) != 1 || LOGICAL(x)[0] == NA_LOGICAL)
+    dcr_error("'%s' must be TRUE or FALSE", what);
+  return LOGICAL(x)[0];
+}
+
+static void *handle(SEXP p, const char *tag)
+{
+  if (TYPEOF(p) != EXTPTRSXP || R_ExternalPtrTag(p) != Rf_install(tag))
+    dcr_error("expected a %s handle", tag);
+  void *h = R_ExternalPtrAddr(p);
+  if (!h) dcr_error("the %s handle was closed", tag);
+  return h;
+}
+
+static const char *string_arg(SEXP s, const char *what)
+{
+  if (TYPEOF(s) != STRSXP || XLENGTH(s) != 1 || STRING_ELT(s, 0) == NA_STRING)
+    dcr_error("'%s' must be a single string (not NA)", what);
+  return Rf_translateCharUTF8(STRING_ELT(s, 0));
+}
+
+/* A character vector (or NULL) as a C array of UTF-8 strings (R_alloc: freed by R). */
+static const char *const *strings_arg(SEXP s, size_t *n, const char *what)
+{
+  *n = 0;
+  if (Rf_isNull(s)) return NULL;
+  if (TYPEOF(s) != STRSXP) dcr_error("'%s' must be a character vector or NULL", what);
+  *n = (size_t)XLENGTH(s);
+  if (*n == 0) return NULL;
+  const char **out = (const char **)R_alloc(*n, sizeof *out);
+  for (size_t i = 0; i < *n; i++) {
+    if (STRING_ELT(s, i) == NA_STRING) dcr_error("'%s' must not contain NA", what);
+    out[i] = Rf_translateCharUTF8(STRING_ELT(s, i));
+  }
+  return out;
+}
+
+/* How 64-bit integer columns become R vectors: 0 = double, refusing a value a double
+ * cannot hold exactly; 1 = character (decimal text, exact). */
+static int int64_mode_arg(SEXP x)
+{
+  return (int)int64_arg(x, "int64", 0, 1);
+}
+
+/* Writer / dataset parameters: list(codes = integer, values = double), checked pairwise. */
+typedef struct {
+  R_xlen_t n;
+  const int *codes;
+  const double *values;
+} params_arg;
+
+static params_arg params_of(SEXP params)
+{
+  params_arg out = {0, NULL, NULL};
+  if (TYPEOF(params) != VECSXP || XLENGTH(params) != 2)
+    dcr_error("'params' must be list(codes = integer, values = double)");
+  SEXP codes = VECTOR_ELT(params, 0), values = VECTOR_ELT(params, 1);
+  if (TYPEOF(codes) != INTSXP || TYPEOF(values) != REALSXP || XLENGTH(codes) != XLENGTH(values))
+    dcr_error("'params' must be list(codes = integer, values = double) of equal lengths");
+  for (R_xlen_t k = 0; k < XLENGTH(codes); k++) {
+    double v = REAL(values)[k];
+    if (INTEGER(codes)[k] == NA_INTEGER || ISNAN(v) || !R_FINITE(v) || v != floor(v) ||
+        fabs(v) > DCR_EXACT_DOUBLE)
+      dcr_error("parameter %ld: %g is not a whole number", (long)k + 1, v);
+  }
+  out.n = XLENGTH(codes);
+  out.codes = INTEGER(codes);
+  out.values = REAL(values);
+  return out;
+}
 
 /* ---------------------------------------------------------------------------------------
  * Handles as external pointers
@@ -79,42 +228,11 @@ static void cd_writer_finalizer(SEXP p)
   R_ClearExternalPtr(p);
 }
 
-static void *handle(SEXP p, const char *tag)
-{
-  if (TYPEOF(p) != EXTPTRSXP || R_ExternalPtrTag(p) != Rf_install(tag))
-    Rf_error("expected a %s handle", tag);
-  void *h = R_ExternalPtrAddr(p);
-  if (!h) Rf_error("the %s handle was closed", tag);
-  return h;
-}
-
-static const char *string_arg(SEXP s, const char *what)
-{
-  if (!Rf_isString(s) || XLENGTH(s) != 1 || STRING_ELT(s, 0) == NA_STRING)
-    Rf_error("'%s' must be a single string", what);
-  return Rf_translateCharUTF8(STRING_ELT(s, 0));
-}
-
-/* A character vector (or NULL) as a C array of UTF-8 strings (R_alloc: freed by R). */
-static const char *const *strings_arg(SEXP s, size_t *n, const char *what)
-{
-  *n = 0;
-  if (Rf_isNull(s)) return NULL;
-  if (!Rf_isString(s)) Rf_error("'%s' must be a character vector or NULL", what);
-  *n = (size_t)XLENGTH(s);
-  if (*n == 0) return NULL;
-  const char **out = (const char **)R_alloc(*n, sizeof *out);
-  for (size_t i = 0; i < *n; i++) {
-    if (STRING_ELT(s, i) == NA_STRING) Rf_error("'%s' must not contain NA", what);
-    out[i] = Rf_translateCharUTF8(STRING_ELT(s, i));
-  }
-  return out;
-}
-
 static SEXP dcr_open(SEXP path)
 {
+  const char *cpath = string_arg(path, "path");
   dc_dataset *ds = NULL;
-  DCR_CHECK(dc_dataset_open(string_arg(path, "path"), &ds), "dc_dataset_open");
+  DCR_CHECK(dc_dataset_open(cpath, &ds), "dc_dataset_open");
   SEXP p = PROTECT(R_MakeExternalPtr(ds, Rf_install("deltacells_dataset"), R_NilValue));
   R_RegisterCFinalizerEx(p, dataset_finalizer, TRUE);
   UNPROTECT(1);
@@ -165,9 +283,10 @@ static SEXP dcr_info(SEXP p)
 
 static SEXP dcr_set(SEXP p, SEXP param, SEXP value)
 {
-  DCR_CHECK(dc_dataset_set((dc_dataset *)handle(p, "deltacells_dataset"), Rf_asInteger(param),
-                           (int64_t)Rf_asReal(value)),
-            "dc_dataset_set");
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  int code = (int)int64_arg(param, "param", 0, INT32_MAX);
+  int64_t v = int64_arg(value, "value", -DCR_EXACT_DOUBLE, DCR_EXACT_DOUBLE);
+  DCR_CHECK(dc_dataset_set(ds, code, v), "dc_dataset_set");
   return R_NilValue;
 }
 
@@ -197,22 +316,40 @@ static SEXP dcr_gene_order(SEXP p)
   return out;
 }
 
-/* Cells (1-based doubles) -> list(p, i, x): CSR rows = cells, i.e. the CSC slots of the
+/* Cells, 1-based (integer or double vector of whole numbers >= 1, no NA), as 0-based
+ * uint64 (R_alloc). */
+static uint64_t *cells_arg(SEXP cells, R_xlen_t *n_out)
+{
+  if (TYPEOF(cells) != REALSXP && TYPEOF(cells) != INTSXP)
+    dcr_error("'cells' must be a numeric vector of 1-based cell numbers");
+  R_xlen_t n = XLENGTH(cells);
+  uint64_t *c = (uint64_t *)R_alloc(n ? n : 1, sizeof *c);
+  for (R_xlen_t k = 0; k < n; k++) {
+    double v;
+    if (TYPEOF(cells) == INTSXP) {
+      v = INTEGER(cells)[k] == NA_INTEGER ? NAN : INTEGER(cells)[k];
+    } else {
+      v = REAL(cells)[k];
+    }
+    if (ISNAN(v) || !(v >= 1) || v > DCR_EXACT_DOUBLE || v != floor(v))
+      dcr_error("cells[%ld] is not a 1-based cell number (a whole number >= 1)", (long)k + 1);
+    c[k] = (uint64_t)v - 1;
+  }
+  *n_out = n;
+  return c;
+}
+
+/* Cells (1-based) -> list(p, i, x): CSR rows = cells, i.e. the CSC slots of the
  * genes x cells matrix. */
 static SEXP dcr_read_cells(SEXP p, SEXP cells)
 {
   dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
-  if (!Rf_isReal(cells)) Rf_error("'cells' must be numeric");
-  R_xlen_t n = XLENGTH(cells);
-  uint64_t *c = (uint64_t *)R_alloc(n ? n : 1, sizeof *c);
-  for (R_xlen_t k = 0; k < n; k++) {
-    double v = REAL(cells)[k];
-    if (!(v >= 1) || v != (double)(uint64_t)v) Rf_error("cells[%ld] is not a positive integer", (long)k + 1);
-    c[k] = (uint64_t)v - 1;
-  }
+  R_xlen_t n;
+  uint64_t *c = cells_arg(cells, &n);
+  if (n > INT32_MAX - 1) dcr_error("%ld cells are more columns than a dgCMatrix holds", (long)n);
   uint64_t nnz = 0;
   DCR_CHECK(dc_dataset_batch_nnz(ds, c, (size_t)n, &nnz), "dc_dataset_batch_nnz");
-  if (nnz > INT32_MAX) Rf_error("%.0f nonzeros are more than a dgCMatrix holds", (double)nnz);
+  if (nnz > INT32_MAX) dcr_error("%.0f nonzeros are more than a dgCMatrix holds", (double)nnz);
   int64_t *indptr = (int64_t *)R_alloc(n + 1, sizeof *indptr);
   SEXP i = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)nnz));
   int32_t *vals = (int32_t *)R_alloc(nnz ? nnz : 1, sizeof *vals);
@@ -275,7 +412,8 @@ static int is_valid(const struct ArrowArray *a, int64_t i)
   return a->null_count == 0 || v == NULL || bit(v, a->offset + i);
 }
 
-enum col_kind { K_INT, K_DOUBLE, K_LOGICAL, K_STRING, K_NULL };
+/* R kinds of Arrow columns: K_INT64 is int64 / uint64 (double or character, int64 mode). */
+enum col_kind { K_INT, K_DOUBLE, K_INT64, K_LOGICAL, K_STRING, K_NULL };
 
 /* The R kind of an Arrow format string (NULL error message on success). */
 static enum col_kind kind_of(const char *f, const char **err)
@@ -283,8 +421,8 @@ static enum col_kind kind_of(const char *f, const char **err)
   *err = NULL;
   if (!strcmp(f, "c") || !strcmp(f, "C") || !strcmp(f, "s") || !strcmp(f, "S") || !strcmp(f, "i"))
     return K_INT;
-  if (!strcmp(f, "I") || !strcmp(f, "l") || !strcmp(f, "L") || !strcmp(f, "f") || !strcmp(f, "g"))
-    return K_DOUBLE;
+  if (!strcmp(f, "I") || !strcmp(f, "f") || !strcmp(f, "g")) return K_DOUBLE;
+  if (!strcmp(f, "l") || !strcmp(f, "L")) return K_INT64;
   if (!strcmp(f, "b")) return K_LOGICAL;
   if (!strcmp(f, "u") || !strcmp(f, "U")) return K_STRING;
   if (!strcmp(f, "n")) return K_NULL;
@@ -292,6 +430,7 @@ static enum col_kind kind_of(const char *f, const char **err)
   return K_NULL;
 }
 
+/* Value i of a numeric column of up to 32 bits, or a float, as a double (exact). */
 static double num_at(const char *f, const struct ArrowArray *a, int64_t i)
 {
   int64_t j = a->offset + i;
@@ -303,11 +442,56 @@ static double num_at(const char *f, const struct ArrowArray *a, int64_t i)
   case 'S': return ((const uint16_t *)d)[j];
   case 'i': return ((const int32_t *)d)[j];
   case 'I': return ((const uint32_t *)d)[j];
-  case 'l': return (double)((const int64_t *)d)[j];
-  case 'L': return (double)((const uint64_t *)d)[j];
   case 'f': return ((const float *)d)[j];
   default: return ((const double *)d)[j];
   }
+}
+
+/* Value i of an integer column of any width as int64 (uint64 above INT64_MAX: *big). */
+static int64_t int_at(const char *f, const struct ArrowArray *a, int64_t i, uint64_t *big)
+{
+  int64_t j = a->offset + i;
+  *big = 0;
+  if (f[0] == 'l') return ((const int64_t *)a->buffers[1])[j];
+  if (f[0] == 'L') {
+    uint64_t u = ((const uint64_t *)a->buffers[1])[j];
+    if (u > (uint64_t)INT64_MAX) *big = u;
+    return (int64_t)(u & (uint64_t)INT64_MAX);
+  }
+  return (int64_t)num_at(f, a, i);
+}
+
+/* An int64 / uint64 value as a double, or an R error if no double equals it. */
+static double exact_double(const char *f, const struct ArrowArray *a, int64_t i, const char *col,
+                           R_xlen_t row)
+{
+  uint64_t big;
+  int64_t v = int_at(f, a, i, &big);
+  double d = big ? (double)big : (double)v;
+  int exact;
+  if (big) exact = d < 18446744073709551616.0 && (uint64_t)d == big;
+  else if (v >= -(INT64_C(1) << 53) && v <= (INT64_C(1) << 53)) exact = 1;
+  else exact = d < 9223372036854775808.0 && (int64_t)d == v; /* d >= -2^63 always */
+  if (!exact) {
+    char text[32];
+    if (big) snprintf(text, sizeof text, "%" PRIu64, big);
+    else snprintf(text, sizeof text, "%" PRId64, v);
+    dcr_unsupported("column '%s', row %ld: the 64-bit integer %s has no exact double (R has "
+                    "no 64-bit integer type); options(deltacells.int64 = \"character\") reads "
+                    "such columns as exact text",
+             col, (long)row + 1, text);
+  }
+  return d;
+}
+
+static SEXP int64_text(const char *f, const struct ArrowArray *a, int64_t i)
+{
+  uint64_t big;
+  int64_t v = int_at(f, a, i, &big);
+  char text[32];
+  if (big) snprintf(text, sizeof text, "%" PRIu64, big);
+  else snprintf(text, sizeof text, "%" PRId64, v);
+  return Rf_mkChar(text);
 }
 
 static SEXP str_at(const char *f, const struct ArrowArray *a, int64_t i)
@@ -320,18 +504,34 @@ static SEXP str_at(const char *f, const struct ArrowArray *a, int64_t i)
     start = ((const int64_t *)a->buffers[1])[j];
     end = ((const int64_t *)a->buffers[1])[j + 1];
   }
-  if (end - start > INT32_MAX) Rf_error("a string longer than R allows");
+  if (end < start || end - start > INT32_MAX) dcr_error("a string longer than R allows");
   return Rf_mkCharLenCE((const char *)a->buffers[2] + start, (int)(end - start), CE_UTF8);
 }
 
-/* Writes rows [at, at + a->length) of `out` (allocated for kind) from array a. */
-static void fill_plain(SEXP out, enum col_kind k, const char *f, const struct ArrowArray *a, R_xlen_t at)
+static SEXPTYPE sexptype(enum col_kind k, int int64_mode)
+{
+  switch (k) {
+  case K_INT: return INTSXP;
+  case K_DOUBLE: return REALSXP;
+  case K_INT64: return int64_mode ? STRSXP : REALSXP;
+  case K_STRING: return STRSXP;
+  default: return LGLSXP;
+  }
+}
+
+/* Writes rows [at, at + a->length) of `out` (allocated by sexptype) from array a. */
+static void fill_plain(SEXP out, enum col_kind k, int int64_mode, const char *f,
+                       const struct ArrowArray *a, R_xlen_t at, const char *col)
 {
   for (int64_t r = 0; r < a->length; r++) {
     int ok = is_valid(a, r);
     switch (k) {
     case K_INT: INTEGER(out)[at + r] = ok ? (int)num_at(f, a, r) : NA_INTEGER; break;
     case K_DOUBLE: REAL(out)[at + r] = ok ? num_at(f, a, r) : NA_REAL; break;
+    case K_INT64:
+      if (int64_mode) SET_STRING_ELT(out, at + r, ok ? int64_text(f, a, r) : NA_STRING);
+      else REAL(out)[at + r] = ok ? exact_double(f, a, r, col, at + r) : NA_REAL;
+      break;
     case K_LOGICAL: LOGICAL(out)[at + r] = ok ? bit(a->buffers[1], a->offset + r) : NA_LOGICAL; break;
     case K_STRING: SET_STRING_ELT(out, at + r, ok ? str_at(f, a, r) : NA_STRING); break;
     case K_NULL: LOGICAL(out)[at + r] = NA_LOGICAL; break;
@@ -339,19 +539,21 @@ static void fill_plain(SEXP out, enum col_kind k, const char *f, const struct Ar
   }
 }
 
-static SEXPTYPE sexptype(enum col_kind k)
-{
-  return k == K_INT ? INTSXP : k == K_DOUBLE ? REALSXP : k == K_STRING ? STRSXP : LGLSXP;
-}
-
-/* The levels of a dictionary (values of any supported kind, as character). */
-static SEXP dictionary_levels(const struct ArrowSchema *s, const struct ArrowArray *d)
+/* The levels of a dictionary: its values as text (integers in decimal, exactly). */
+static SEXP dictionary_levels(const struct ArrowSchema *s, const struct ArrowArray *d, const char *col)
 {
   const char *err;
   enum col_kind k = kind_of(s->format, &err);
-  if (err) Rf_error("column '%s': dictionary values of Arrow type '%s' are not supported", s->name, err);
-  SEXP v = PROTECT(Rf_allocVector(sexptype(k), (R_xlen_t)d->length));
-  fill_plain(v, k, s->format, d, 0);
+  if (err || k == K_NULL || k == K_LOGICAL)
+    dcr_error("column '%s': dictionary values of Arrow type '%s' are not supported", col, s->format);
+  if (k == K_STRING || k == K_INT64) {
+    SEXP v = PROTECT(Rf_allocVector(STRSXP, (R_xlen_t)d->length));
+    fill_plain(v, k, 1, s->format, d, 0, col);
+    UNPROTECT(1);
+    return v;
+  }
+  SEXP v = PROTECT(Rf_allocVector(sexptype(k, 0), (R_xlen_t)d->length));
+  fill_plain(v, k, 0, s->format, d, 0, col);
   SEXP levels = PROTECT(Rf_coerceVector(v, STRSXP));
   UNPROTECT(2);
   return levels;
@@ -365,19 +567,88 @@ static int same_levels(SEXP a, SEXP b)
   return 1;
 }
 
-/* Reads a whole stream into a named list of columns (attribute "n_rows"): utf8 ->
- * character, integers up to 32 bits -> integer, 64-bit integers and floats -> double, bool
- * -> logical, dictionary -> factor; nulls -> NA. */
-static SEXP stream_to_list(arrow_holder *h)
+/* A dictionary column of all batches as a factor (one dictionary for all batches). */
+static SEXP factor_column(arrow_holder *h, int c, R_xlen_t n_rows)
+{
+  const struct ArrowSchema *cs = h->schema.children[c];
+  const char *name = cs->name ? cs->name : "";
+  const char *err;
+  enum col_kind kk = kind_of(cs->format, &err);
+  if (err || (kk != K_INT && kk != K_INT64))
+    dcr_error("column '%s': dictionary indices of Arrow type '%s' are not supported", name, cs->format);
+  SEXP codes = PROTECT(Rf_allocVector(INTSXP, n_rows));
+  SEXP levels = R_NilValue;
+  int n_prot = 1;
+  R_xlen_t at = 0;
+  for (size_t b = 0; b < h->n_batches; b++) {
+    const struct ArrowArray *a = h->batches[b].children[c];
+    if (!a->dictionary) dcr_error("column '%s': a dictionary column without a dictionary", name);
+    SEXP lv = PROTECT(dictionary_levels(cs->dictionary, a->dictionary, name));
+    n_prot++;
+    if (levels == R_NilValue) levels = lv;
+    else if (!same_levels(levels, lv))
+      dcr_error("column '%s': the dictionary changes between batches (not supported)", name);
+    for (int64_t r = 0; r < a->length; r++) {
+      if (!is_valid(a, r)) {
+        INTEGER(codes)[at + r] = NA_INTEGER;
+        continue;
+      }
+      uint64_t big;
+      int64_t code = int_at(cs->format, a, r, &big);
+      if (big || code < 0 || code >= XLENGTH(lv))
+        dcr_error("column '%s', row %ld: dictionary index out of range", name, (long)(at + r) + 1);
+      INTEGER(codes)[at + r] = (int)code + 1;
+    }
+    at += (R_xlen_t)a->length;
+  }
+  if (levels == R_NilValue) levels = Rf_allocVector(STRSXP, 0);
+  PROTECT(levels);
+  n_prot++;
+  Rf_setAttrib(codes, R_LevelsSymbol, levels);
+  Rf_setAttrib(codes, R_ClassSymbol, Rf_mkString("factor"));
+  UNPROTECT(n_prot);
+  return codes;
+}
+
+/* The schema's metadata (Arrow C format: int32 count, then int32-length-prefixed key and
+ * value bytes) as a named character vector, or NULL. */
+static SEXP schema_metadata(const struct ArrowSchema *s)
+{
+  const char *m = s->metadata;
+  if (!m) return R_NilValue;
+  int32_t n, len;
+  memcpy(&n, m, 4);
+  m += 4;
+  if (n <= 0) return R_NilValue;
+  SEXP vals = PROTECT(Rf_allocVector(STRSXP, n));
+  SEXP keys = PROTECT(Rf_allocVector(STRSXP, n));
+  for (int32_t k = 0; k < n; k++) {
+    memcpy(&len, m, 4);
+    SET_STRING_ELT(keys, k, Rf_mkCharLenCE(m + 4, len, CE_UTF8));
+    m += 4 + len;
+    memcpy(&len, m, 4);
+    SET_STRING_ELT(vals, k, Rf_mkCharLenCE(m + 4, len, CE_UTF8));
+    m += 4 + len;
+  }
+  Rf_setAttrib(vals, R_NamesSymbol, keys);
+  UNPROTECT(2);
+  return vals;
+}
+
+/* Reads the whole stream into h (schema, then every batch). */
+static void read_stream(arrow_holder *h)
 {
   struct ArrowArrayStream *st = &h->stream;
   int rc = st->get_schema(st, &h->schema);
-  if (rc != 0) Rf_error("Arrow stream get_schema failed (%d): %s", rc, st->get_last_error(st) ? st->get_last_error(st) : "");
+  if (rc != 0) {
+    const char *m = st->get_last_error(st);
+    dcr_error("Arrow stream get_schema failed (%d): %s", rc, m ? m : "");
+  }
   for (;;) {
     if (h->n_batches == h->cap) {
       size_t cap = h->cap ? 2 * h->cap : 16;
       struct ArrowArray *nb = (struct ArrowArray *)realloc(h->batches, cap * sizeof *nb);
-      if (!nb) Rf_error("out of memory reading an Arrow stream");
+      if (!nb) dcr_error("out of memory reading an Arrow stream");
       h->batches = nb;
       h->cap = cap;
     }
@@ -386,13 +657,22 @@ static SEXP stream_to_list(arrow_holder *h)
     rc = st->get_next(st, a);
     if (rc != 0) {
       const char *m = st->get_last_error(st);
-      Rf_error("Arrow stream get_next failed (%d): %s", rc, m ? m : "");
+      dcr_error("Arrow stream get_next failed (%d): %s", rc, m ? m : "");
     }
     if (!a->release) break;
     h->n_batches++;
   }
+  if (strcmp(h->schema.format, "+s") != 0) dcr_error("the Arrow stream does not carry record batches");
+}
+
+/* Reads a whole stream into a named list of columns (attributes "n_rows", and "metadata"
+ * when the schema has any): utf8 -> character, integers up to 32 bits -> integer, 64-bit
+ * integers -> double (checked exact) or character (int64_mode 1), floats -> double, bool
+ * -> logical, dictionary -> factor; nulls -> NA. */
+static SEXP stream_to_list(arrow_holder *h, int int64_mode)
+{
+  read_stream(h);
   const struct ArrowSchema *sc = &h->schema;
-  if (strcmp(sc->format, "+s") != 0) Rf_error("the Arrow stream does not carry record batches");
   R_xlen_t n_rows = 0;
   for (size_t b = 0; b < h->n_batches; b++) n_rows += (R_xlen_t)h->batches[b].length;
 
@@ -401,52 +681,27 @@ static SEXP stream_to_list(arrow_holder *h)
   SEXP names = PROTECT(Rf_allocVector(STRSXP, n_cols));
   for (int c = 0; c < n_cols; c++) {
     const struct ArrowSchema *cs = sc->children[c];
-    SET_STRING_ELT(names, c, Rf_mkCharCE(cs->name ? cs->name : "", CE_UTF8));
+    const char *name = cs->name ? cs->name : "";
+    SET_STRING_ELT(names, c, Rf_mkCharCE(name, CE_UTF8));
     if (cs->dictionary) {
-      const char *err;
-      enum col_kind kk = kind_of(cs->format, &err);
-      if (err || kk != K_INT) {
-        if (!(err == NULL && kk == K_DOUBLE && cs->format[0] == 'l'))
-          Rf_error("column '%s': dictionary indices of Arrow type '%s' are not supported", cs->name, cs->format);
-      }
-      SEXP codes = PROTECT(Rf_allocVector(INTSXP, n_rows));
-      SEXP levels = R_NilValue;
-      int n_prot = 1;
-      R_xlen_t at = 0;
-      for (size_t b = 0; b < h->n_batches; b++) {
-        const struct ArrowArray *a = h->batches[b].children[c];
-        SEXP lv = PROTECT(dictionary_levels(cs->dictionary, a->dictionary));
-        n_prot++;
-        if (levels == R_NilValue) levels = lv;
-        else if (!same_levels(levels, lv))
-          Rf_error("column '%s': the dictionary changes between batches (not supported)", cs->name);
-        for (int64_t r = 0; r < a->length; r++)
-          INTEGER(codes)[at + r] = is_valid(a, r) ? (int)num_at(cs->format, a, r) + 1 : NA_INTEGER;
-        at += (R_xlen_t)a->length;
-      }
-      if (levels == R_NilValue) levels = Rf_allocVector(STRSXP, 0);
-      PROTECT(levels);
-      n_prot++;
-      Rf_setAttrib(codes, R_LevelsSymbol, levels);
-      Rf_setAttrib(codes, R_ClassSymbol, Rf_mkString("factor"));
-      SET_VECTOR_ELT(out, c, codes);
-      UNPROTECT(n_prot);
-    } else {
-      const char *err;
-      enum col_kind k = kind_of(cs->format, &err);
-      if (err) Rf_error("column '%s': Arrow type '%s' is not supported", cs->name, err);
-      SEXP v = PROTECT(Rf_allocVector(sexptype(k), n_rows));
-      R_xlen_t at = 0;
-      for (size_t b = 0; b < h->n_batches; b++) {
-        fill_plain(v, k, cs->format, h->batches[b].children[c], at);
-        at += (R_xlen_t)h->batches[b].length;
-      }
-      SET_VECTOR_ELT(out, c, v);
-      UNPROTECT(1);
+      SET_VECTOR_ELT(out, c, factor_column(h, c, n_rows));
+      continue;
     }
+    const char *err;
+    enum col_kind k = kind_of(cs->format, &err);
+    if (err) dcr_error("column '%s': Arrow type '%s' is not supported", name, err);
+    SEXP v = PROTECT(Rf_allocVector(sexptype(k, int64_mode), n_rows));
+    R_xlen_t at = 0;
+    for (size_t b = 0; b < h->n_batches; b++) {
+      fill_plain(v, k, int64_mode, cs->format, h->batches[b].children[c], at, name);
+      at += (R_xlen_t)h->batches[b].length;
+    }
+    SET_VECTOR_ELT(out, c, v);
+    UNPROTECT(1);
   }
   Rf_setAttrib(out, R_NamesSymbol, names);
   Rf_setAttrib(out, Rf_install("n_rows"), Rf_ScalarReal((double)n_rows));
+  Rf_setAttrib(out, Rf_install("metadata"), schema_metadata(sc));
   UNPROTECT(2);
   return out;
 }
@@ -455,7 +710,7 @@ static SEXP stream_to_list(arrow_holder *h)
 static arrow_holder *new_holder(SEXP *keep)
 {
   arrow_holder *h = (arrow_holder *)calloc(1, sizeof *h);
-  if (!h) Rf_error("out of memory");
+  if (!h) dcr_error("out of memory");
   *keep = R_MakeExternalPtr(h, Rf_install("deltacells_arrow"), R_NilValue);
   PROTECT(*keep);
   R_RegisterCFinalizerEx(*keep, arrow_holder_finalizer, TRUE);
@@ -464,37 +719,39 @@ static arrow_holder *new_holder(SEXP *keep)
 }
 
 /* After a library call that filled h->stream: convert, then release everything. */
-static SEXP finish_stream(SEXP keep, arrow_holder *h)
+static SEXP finish_stream(SEXP keep, arrow_holder *h, int int64_mode)
 {
-  SEXP out = PROTECT(stream_to_list(h));
+  SEXP out = PROTECT(stream_to_list(h, int64_mode));
   arrow_holder_free(h);
   R_ClearExternalPtr(keep);
   UNPROTECT(1);
   return out;
 }
 
-static SEXP dcr_obs(SEXP p, SEXP columns)
+static SEXP dcr_obs(SEXP p, SEXP columns, SEXP int64)
 {
   dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
   size_t n = 0;
   const char *const *cols = strings_arg(columns, &n, "columns");
+  int mode = int64_mode_arg(int64);
   SEXP keep;
   arrow_holder *h = new_holder(&keep);
   PROTECT(keep);
   DCR_CHECK(dc_dataset_obs(ds, cols, n, &h->stream), "dc_dataset_obs");
-  SEXP out = finish_stream(keep, h);
+  SEXP out = finish_stream(keep, h, mode);
   UNPROTECT(1);
   return out;
 }
 
-static SEXP dcr_var_table(SEXP p)
+static SEXP dcr_var_table(SEXP p, SEXP int64)
 {
   dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  int mode = int64_mode_arg(int64);
   SEXP keep;
   arrow_holder *h = new_holder(&keep);
   PROTECT(keep);
   DCR_CHECK(dc_dataset_var_table(ds, &h->stream), "dc_dataset_var_table");
-  SEXP out = finish_stream(keep, h);
+  SEXP out = finish_stream(keep, h, mode);
   UNPROTECT(1);
   return out;
 }
@@ -505,8 +762,9 @@ static SEXP dcr_var_table(SEXP p)
 
 static SEXP dcr_cd_open(SEXP path)
 {
+  const char *cpath = string_arg(path, "path");
   dc_chromdata *cd = NULL;
-  DCR_CHECK(dc_chromdata_open(string_arg(path, "path"), &cd), "dc_chromdata_open");
+  DCR_CHECK(dc_chromdata_open(cpath, &cd), "dc_chromdata_open");
   SEXP p = PROTECT(R_MakeExternalPtr(cd, Rf_install("deltacells_chromdata"), R_NilValue));
   R_RegisterCFinalizerEx(p, chromdata_finalizer, TRUE);
   UNPROTECT(1);
@@ -540,16 +798,18 @@ static SEXP dcr_cd_info(SEXP p)
   return out;
 }
 
-/* what: 0 trace, 1 cell, 2 chrom, 3 table, 4 spots (id = original_order), 5 keys,
- * 6 categories (id = table, columns = column name). */
-static SEXP dcr_cd_query(SEXP p, SEXP what, SEXP id, SEXP columns)
+/* what: 0 trace, 1 cell, 2 chrom, 3 table, 4 spots (id = original_order, TRUE/FALSE),
+ * 5 keys, 6 categories (id = table, columns = column name). */
+static SEXP dcr_cd_query(SEXP p, SEXP what, SEXP id, SEXP columns, SEXP int64)
 {
   dc_chromdata *cd = (dc_chromdata *)handle(p, "deltacells_chromdata");
-  int w = Rf_asInteger(what);
+  int w = (int)int64_arg(what, "what", 0, 6);
   size_t n = 0;
-  const char *const *cols = w == 6 ? NULL : strings_arg(columns, &n, "columns");
-  const char *s = w == 4 ? NULL : string_arg(id, "id");
+  const char *const *cols = (w == 6 || w == 3 || w == 5) ? NULL : strings_arg(columns, &n, "columns");
+  const char *s = w == 4 ? NULL : string_arg(id, w == 2 ? "name" : w == 3 ? "name" : w == 5 ? "kind" : w == 6 ? "table" : "id");
+  int original = w == 4 ? flag_arg(id, "original_order") : 0;
   const char *col = w == 6 ? string_arg(columns, "column") : NULL;
+  int mode = int64_mode_arg(int64);
   SEXP keep;
   arrow_holder *h = new_holder(&keep);
   PROTECT(keep);
@@ -561,15 +821,14 @@ static SEXP dcr_cd_query(SEXP p, SEXP what, SEXP id, SEXP columns)
   case 2: st = dc_chromdata_get_chrom(cd, s, cols, n, &h->stream); fn = "dc_chromdata_get_chrom"; break;
   case 3: st = dc_chromdata_table(cd, s, &h->stream); fn = "dc_chromdata_table"; break;
   case 4:
-    st = dc_chromdata_read_spots(cd, Rf_asLogical(id) == TRUE, cols, n, &h->stream);
+    st = dc_chromdata_read_spots(cd, original, cols, n, &h->stream);
     fn = "dc_chromdata_read_spots";
     break;
   case 5: st = dc_chromdata_keys(cd, s, &h->stream); fn = "dc_chromdata_keys"; break;
-  case 6: st = dc_chromdata_categories(cd, s, col, &h->stream); fn = "dc_chromdata_categories"; break;
-  default: Rf_error("unknown query %d", w);
+  default: st = dc_chromdata_categories(cd, s, col, &h->stream); fn = "dc_chromdata_categories"; break;
   }
   if (st != DC_OK) dcr_fail(st, fn);
-  SEXP out = finish_stream(keep, h);
+  SEXP out = finish_stream(keep, h, mode);
   UNPROTECT(1);
   return out;
 }
@@ -614,10 +873,6 @@ static array_priv *init_array(struct ArrowArray *a, int64_t length, int64_t n_bu
   a->release = release_array;
   return pv;
 }
-
-typedef struct {
-  char *format, *name;
-} schema_priv;
 
 static void release_schema(struct ArrowSchema *s)
 {
@@ -671,7 +926,7 @@ static int utf8_array(struct ArrowArray *a, SEXP strs)
     valid[i] = STRING_ELT(strs, i) != NA_STRING;
     if (valid[i]) total += strlen(Rf_translateCharUTF8(STRING_ELT(strs, i)));
   }
-  if (total > INT32_MAX) Rf_error("more than 2 GiB of text in one column");
+  if (total > INT32_MAX) dcr_error("more than 2 GiB of text in one column");
   int oom = 0;
   pv->bufs[0] = validity(valid, n, &a->null_count, &oom);
   int32_t *offsets = (int32_t *)malloc((size_t)(n + 1) * sizeof *offsets);
@@ -694,8 +949,34 @@ static int utf8_array(struct ArrowArray *a, SEXP strs)
   return 1;
 }
 
-/* Column `col` of the data frame as child array + schema. Returns 0 on OOM; raises an R
- * error (before any library call) for an unsupported column type. */
+/* R checks of one data.frame column, before anything is allocated. */
+static void check_column(SEXP col, const char *name, R_xlen_t n_rows)
+{
+  if (Rf_isFactor(col)) {
+    SEXP levels = Rf_getAttrib(col, R_LevelsSymbol);
+    if (TYPEOF(levels) != STRSXP) dcr_error("column '%s': a factor without character levels", name);
+    for (R_xlen_t i = 0; i < XLENGTH(levels); i++)
+      if (STRING_ELT(levels, i) == NA_STRING) dcr_error("column '%s': NA is not a valid factor level", name);
+    R_xlen_t n_levels = XLENGTH(levels);
+    for (R_xlen_t i = 0; i < XLENGTH(col); i++) {
+      int code = INTEGER(col)[i];
+      if (code != NA_INTEGER && (code < 1 || code > n_levels))
+        dcr_error("column '%s', row %ld: factor code %d is not a level (1..%ld)", name, (long)i + 1,
+                 code, (long)n_levels);
+    }
+  } else if (TYPEOF(col) != STRSXP && TYPEOF(col) != INTSXP && TYPEOF(col) != REALSXP &&
+             TYPEOF(col) != LGLSXP) {
+    dcr_error("column '%s': R type '%s' is not supported (factor, character, numeric, "
+             "integer or logical)", name, Rf_type2char(TYPEOF(col)));
+  } else if (Rf_inherits(col, "integer64")) {
+    dcr_error("column '%s': bit64::integer64 is not supported (convert it to double or character)", name);
+  }
+  if (XLENGTH(col) != n_rows)
+    dcr_error("column '%s' has %ld rows, the first column %ld", name, (long)XLENGTH(col), (long)n_rows);
+}
+
+/* Column `col` of the data frame as child array + schema (checked by check_column).
+ * Returns 0 on OOM. */
 static int column_array(struct ArrowArray *a, struct ArrowSchema *s, SEXP col, const char *name)
 {
   R_xlen_t n = XLENGTH(col);
@@ -719,42 +1000,33 @@ static int column_array(struct ArrowArray *a, struct ArrowSchema *s, SEXP col, c
     a->dictionary = pv->child_mem;
     return utf8_array(a->dictionary, Rf_getAttrib(col, R_LevelsSymbol));
   }
-  switch (TYPEOF(col)) {
-  case STRSXP:
+  if (TYPEOF(col) == STRSXP) {
     if (!init_schema(s, "u", name)) return 0;
     return utf8_array(a, col);
-  case INTSXP:
-  case REALSXP:
-  case LGLSXP: {
-    int t = TYPEOF(col);
-    if (!init_schema(s, t == INTSXP ? "i" : t == REALSXP ? "g" : "b", name)) return 0;
-    array_priv *pv = init_array(a, n, 2);
-    if (!pv) return 0;
-    int *valid = (int *)R_alloc(n ? n : 1, sizeof *valid);
+  }
+  int t = TYPEOF(col);
+  if (!init_schema(s, t == INTSXP ? "i" : t == REALSXP ? "g" : "b", name)) return 0;
+  array_priv *pv = init_array(a, n, 2);
+  if (!pv) return 0;
+  int *valid = (int *)R_alloc(n ? n : 1, sizeof *valid);
+  for (R_xlen_t i = 0; i < n; i++)
+    valid[i] = t == INTSXP ? INTEGER(col)[i] != NA_INTEGER
+               : t == LGLSXP ? LOGICAL(col)[i] != NA_LOGICAL
+                             : !R_IsNA(REAL(col)[i]);
+  int oom = 0;
+  pv->bufs[0] = validity(valid, n, &a->null_count, &oom);
+  size_t bytes = t == INTSXP ? (size_t)n * 4 : t == REALSXP ? (size_t)n * 8 : (size_t)(n + 7) / 8;
+  void *data = calloc(bytes ? bytes : 1, 1);
+  pv->bufs[1] = data;
+  if (oom || !data) return 0;
+  if (t == INTSXP) memcpy(data, INTEGER(col), (size_t)n * 4);
+  else if (t == REALSXP) memcpy(data, REAL(col), (size_t)n * 8);
+  else
     for (R_xlen_t i = 0; i < n; i++)
-      valid[i] = t == INTSXP ? INTEGER(col)[i] != NA_INTEGER
-                 : t == LGLSXP ? LOGICAL(col)[i] != NA_LOGICAL
-                               : !R_IsNA(REAL(col)[i]);
-    int oom = 0;
-    pv->bufs[0] = validity(valid, n, &a->null_count, &oom);
-    size_t bytes = t == INTSXP ? (size_t)n * 4 : t == REALSXP ? (size_t)n * 8 : (size_t)(n + 7) / 8;
-    void *data = calloc(bytes ? bytes : 1, 1);
-    pv->bufs[1] = data;
-    if (oom || !data) return 0;
-    if (t == INTSXP) memcpy(data, INTEGER(col), (size_t)n * 4);
-    else if (t == REALSXP) memcpy(data, REAL(col), (size_t)n * 8);
-    else
-      for (R_xlen_t i = 0; i < n; i++)
-        if (valid[i] && LOGICAL(col)[i]) ((uint8_t *)data)[i >> 3] |= (uint8_t)(1u << (i & 7));
-    pv->ptrs[0] = pv->bufs[0];
-    pv->ptrs[1] = data;
-    return 1;
-  }
-  default:
-    Rf_error("column '%s': R type '%s' is not supported (factor, character, numeric, "
-             "integer or logical)", name, Rf_type2char(TYPEOF(col)));
-  }
-  return 0;
+      if (valid[i] && LOGICAL(col)[i]) ((uint8_t *)data)[i >> 3] |= (uint8_t)(1u << (i & 7));
+  pv->ptrs[0] = pv->bufs[0];
+  pv->ptrs[1] = data;
+  return 1;
 }
 
 /* A batch + schema under construction, released by GC if an R error intervenes. */
@@ -774,40 +1046,52 @@ static void batch_holder_finalizer(SEXP p)
   R_ClearExternalPtr(p);
 }
 
-/* data.frame -> struct batch in *b (every column's R checks done before allocation). */
-static void build_batch(batch_holder *b, SEXP df)
+/* A named list of columns (a data.frame) -> struct batch in *b (every column's R checks
+ * done before allocation). `what` names the table in errors. */
+static void build_batch(batch_holder *b, SEXP df, const char *what)
 {
+  if (TYPEOF(df) != VECSXP) dcr_error("'%s' must be a data.frame (a list of columns)", what);
   int n_cols = (int)XLENGTH(df);
   SEXP names = Rf_getAttrib(df, R_NamesSymbol);
+  if (n_cols > 0 && (TYPEOF(names) != STRSXP || XLENGTH(names) != n_cols))
+    dcr_error("'%s' must have column names", what);
+  for (int c = 0; c < n_cols; c++)
+    if (STRING_ELT(names, c) == NA_STRING) dcr_error("'%s': column %d has no name (NA)", what, c + 1);
   R_xlen_t n_rows = n_cols ? XLENGTH(VECTOR_ELT(df, 0)) : 0;
-  for (int c = 0; c < n_cols; c++) {
-    SEXP col = VECTOR_ELT(df, c);
-    if (!Rf_isFactor(col) && TYPEOF(col) != STRSXP && TYPEOF(col) != INTSXP &&
-        TYPEOF(col) != REALSXP && TYPEOF(col) != LGLSXP)
-      Rf_error("column '%s': R type '%s' is not supported (factor, character, numeric, "
-               "integer or logical)", Rf_translateCharUTF8(STRING_ELT(names, c)), Rf_type2char(TYPEOF(col)));
-    if (XLENGTH(col) != n_rows) Rf_error("columns differ in length");
-  }
+  for (int c = 0; c < n_cols; c++)
+    check_column(VECTOR_ELT(df, c), Rf_translateCharUTF8(STRING_ELT(names, c)), n_rows);
   int ok = init_schema(&b->schema, "+s", "");
   b->schema.flags = 0;
   array_priv *pv = init_array(&b->batch, n_rows, 1);
-  if (!ok || !pv) Rf_error("out of memory");
+  if (!ok || !pv) dcr_error("out of memory");
   b->schema.children = (struct ArrowSchema **)calloc(n_cols ? n_cols : 1, sizeof(void *));
   pv->child_mem = (struct ArrowArray *)calloc(n_cols ? n_cols : 1, sizeof *pv->child_mem);
   pv->child_ptrs = (struct ArrowArray **)calloc(n_cols ? n_cols : 1, sizeof(void *));
-  if (!b->schema.children || !pv->child_mem || !pv->child_ptrs) Rf_error("out of memory");
+  if (!b->schema.children || !pv->child_mem || !pv->child_ptrs) dcr_error("out of memory");
   b->batch.children = pv->child_ptrs;
   for (int c = 0; c < n_cols; c++) {
     struct ArrowSchema *cs = (struct ArrowSchema *)calloc(1, sizeof *cs);
-    if (!cs) Rf_error("out of memory");
+    if (!cs) dcr_error("out of memory");
     b->schema.children[c] = cs;
     b->schema.n_children = c + 1;
     pv->child_ptrs[c] = &pv->child_mem[c];
     b->batch.n_children = c + 1;
     if (!column_array(&pv->child_mem[c], cs, VECTOR_ELT(df, c),
                       Rf_translateCharUTF8(STRING_ELT(names, c))))
-      Rf_error("out of memory building the obs batch");
+      dcr_error("out of memory building the '%s' batch", what);
   }
+}
+
+/* A batch holder kept alive (and released on GC) by *keep, which the caller protects. */
+static batch_holder *new_batch(SEXP *keep)
+{
+  batch_holder *b = (batch_holder *)calloc(1, sizeof *b);
+  if (!b) dcr_error("out of memory");
+  *keep = R_MakeExternalPtr(b, Rf_install("deltacells_batch"), R_NilValue);
+  PROTECT(*keep);
+  R_RegisterCFinalizerEx(*keep, batch_holder_finalizer, TRUE);
+  UNPROTECT(1);
+  return b;
 }
 
 /* On failure: copy the message, free the writer (abandoning the write: nothing is left at
@@ -823,37 +1107,36 @@ static void check_writer(dc_status s, const char *fn, SEXP wkeep)
   }
 }
 
-/* Writes a dgCMatrix (genes x cells; slots i, p, x) with optional var names and obs. */
-static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_names,
-                      SEXP obs, SEXP params)
+/* The CSC slots of a genes x cells dgCMatrix, checked so that every read below is in
+ * bounds: p[0] = 0, p non-decreasing, p[n] = length(i) = length(x); i in [0, n_genes);
+ * x whole counts in 1..2^31-1 (explicit zeros are dropped by the R caller). */
+static void check_csc(SEXP p, SEXP i, SEXP x, int64_t n_genes)
 {
-  const char *cpath = string_arg(path, "path");
   if (TYPEOF(p) != INTSXP || TYPEOF(i) != INTSXP || TYPEOF(x) != REALSXP)
-    Rf_error("the matrix must be a dgCMatrix");
-  R_xlen_t n_cells = XLENGTH(p) - 1;
-  size_t n_names = 0;
-  const char *const *names = strings_arg(var_names, &n_names, "var_names");
-  /* Counts must be whole numbers in int32 range: checked before anything is written. */
-  R_xlen_t nnz = XLENGTH(x);
+    dcr_error("the matrix must be a dgCMatrix (slots p, i integer; x double)");
+  R_xlen_t n = XLENGTH(p) - 1, nnz = XLENGTH(x);
+  if (n < 0 || INTEGER(p)[0] != 0) dcr_error("the matrix's column pointers (slot p) must start at 0");
+  if (XLENGTH(i) != nnz) dcr_error("the matrix's slots i and x differ in length");
+  for (R_xlen_t c = 0; c < n; c++)
+    if (INTEGER(p)[c + 1] < INTEGER(p)[c])
+      dcr_error("the matrix's column pointers (slot p) decrease at column %ld", (long)c + 1);
+  if ((R_xlen_t)INTEGER(p)[n] != nnz)
+    dcr_error("the matrix's last column pointer (%d) is not the number of nonzeros (%ld)",
+             INTEGER(p)[n], (long)nnz);
   for (R_xlen_t k = 0; k < nnz; k++) {
+    if (INTEGER(i)[k] < 0 || INTEGER(i)[k] >= n_genes)
+      dcr_error("matrix entry %ld: row %d is outside 1..%.0f", (long)k + 1, INTEGER(i)[k] + 1,
+               (double)n_genes);
     double v = REAL(x)[k];
-    if (!(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v)
-      Rf_error("matrix entry %ld (%g) is not a count (a whole number in 0..2^31-1)", (long)k + 1, v);
+    if (!(v >= 1 && v <= INT32_MAX) || v != floor(v))
+      dcr_error("matrix entry %ld (%g) is not a count (a whole number in 1..2^31-1)", (long)k + 1, v);
   }
+}
 
-  dc_writer *w = NULL;
-  DCR_CHECK(dc_writer_create(cpath, (uint32_t)Rf_asReal(n_genes), &w), "dc_writer_create");
-  SEXP wkeep = PROTECT(R_MakeExternalPtr(w, Rf_install("deltacells_writer"), R_NilValue));
-  R_RegisterCFinalizerEx(wkeep, writer_finalizer, TRUE);
-
-  /* params: named numeric vector of DC_WRITER_* codes (names) and values */
-  SEXP pcodes = Rf_getAttrib(params, R_NamesSymbol);
-  for (R_xlen_t k = 0; k < XLENGTH(params); k++)
-    check_writer(dc_writer_set(w, atoi(CHAR(STRING_ELT(pcodes, k))), (int64_t)REAL(params)[k]),
-                 "dc_writer_set", wkeep);
-  if (names) check_writer(dc_writer_set_var_names(w, names, n_names), "dc_writer_set_var_names", wkeep);
-
-  /* Append in blocks of cells: indptr rebased by the library, values converted per block. */
+/* Appends the cells of the checked slots in blocks: indptr rebased by the library. */
+static void append_cells(dc_writer *w, SEXP wkeep, SEXP p, SEXP i, SEXP x)
+{
+  R_xlen_t n_cells = XLENGTH(p) - 1;
   const R_xlen_t block = 65536;
   int64_t *indptr = (int64_t *)R_alloc(block + 1, sizeof *indptr);
   int32_t *vals = NULL;
@@ -867,38 +1150,78 @@ static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_
       vals_cap = m;
     }
     for (size_t k = 0; k < m; k++) vals[k] = (int32_t)REAL(x)[indptr[0] + k];
-    check_writer(dc_writer_append_csr(w, (uint64_t)(c1 - c0), indptr, INTEGER(i) + indptr[0], vals),
+    int32_t none = 0;
+    check_writer(dc_writer_append_csr(w, (uint64_t)(c1 - c0), indptr,
+                                      m ? INTEGER(i) + indptr[0] : &none, m ? vals : &none),
                  "dc_writer_append_csr", wkeep);
   }
+}
 
+/* Writes a dgCMatrix (genes x cells; slots i, p, x) with optional var names and obs.
+ * params: list(codes = DC_WRITER_* integer codes, values = double). */
+static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_names,
+                      SEXP obs, SEXP params)
+{
+  const char *cpath = string_arg(path, "path");
+  int64_t genes = int64_arg(n_genes, "n_genes", 0, UINT32_MAX);
+  check_csc(p, i, x, genes);
+  size_t n_names = 0;
+  const char *const *names = strings_arg(var_names, &n_names, "var_names");
+  params_arg pa = params_of(params);
+  SEXP bkeep = R_NilValue;
+  batch_holder *b = NULL;
   if (!Rf_isNull(obs)) {
-    batch_holder *b = (batch_holder *)calloc(1, sizeof *b);
-    if (!b) Rf_error("out of memory");
-    SEXP bkeep = PROTECT(R_MakeExternalPtr(b, Rf_install("deltacells_batch"), R_NilValue));
-    R_RegisterCFinalizerEx(bkeep, batch_holder_finalizer, TRUE);
-    build_batch(b, obs);
+    b = new_batch(&bkeep);
+    PROTECT(bkeep);
+    build_batch(b, obs, "obs"); /* R errors (bad column types) before any library call */
+    if (b->batch.length != XLENGTH(p) - 1)
+      dcr_error("'obs' has %ld rows, the matrix %ld cells (columns)", (long)b->batch.length,
+               (long)(XLENGTH(p) - 1));
+  } else {
+    PROTECT(bkeep);
+  }
+
+  dc_writer *w = NULL;
+  DCR_CHECK(dc_writer_create(cpath, (uint32_t)genes, &w), "dc_writer_create");
+  SEXP wkeep = PROTECT(R_MakeExternalPtr(w, Rf_install("deltacells_writer"), R_NilValue));
+  R_RegisterCFinalizerEx(wkeep, writer_finalizer, TRUE);
+  for (R_xlen_t k = 0; k < pa.n; k++)
+    check_writer(dc_writer_set(w, pa.codes[k], (int64_t)pa.values[k]), "dc_writer_set", wkeep);
+  if (names) check_writer(dc_writer_set_var_names(w, names, n_names), "dc_writer_set_var_names", wkeep);
+  append_cells(w, wkeep, p, i, x);
+  if (b) {
     dc_status s = dc_writer_append_obs(w, &b->batch, &b->schema); /* batch moved in */
     batch_holder_finalizer(bkeep);                                  /* schema released */
     check_writer(s, "dc_writer_append_obs", wkeep);
-    UNPROTECT(1);
   }
   check_writer(dc_writer_finish(w), "dc_writer_finish", wkeep);
   writer_finalizer(wkeep);
-  UNPROTECT(1);
+  UNPROTECT(2);
   return R_NilValue;
 }
 
 /* One extra table of cd_write: list(op, key, kind, columns) with op 0 = bins, 1 = bin
- * tracks, 2 = intervals, 3 = points; key / kind are strings or NULL. */
+ * tracks, 2 = intervals, 3 = points; key / kind are strings or NULL. Checked before the
+ * writer is created (check_extra), written by cd_writer_extra. */
+static void check_extra(SEXP e)
+{
+  if (TYPEOF(e) != VECSXP || XLENGTH(e) != 4) dcr_error("'extras': each entry must be list(op, key, kind, table)");
+  int op = (int)int64_arg(VECTOR_ELT(e, 0), "op", 0, 3);
+  SEXP key = VECTOR_ELT(e, 1), kind = VECTOR_ELT(e, 2);
+  if (op >= 2) string_arg(key, "key");
+  if (!Rf_isNull(kind)) string_arg(kind, "kind");
+}
+
 static void cd_writer_extra(dc_chromdata_writer *w, SEXP wkeep, SEXP e)
 {
-  int op = INTEGER(VECTOR_ELT(e, 0))[0];
+  int op = (int)int64_arg(VECTOR_ELT(e, 0), "op", 0, 3);
   SEXP key = VECTOR_ELT(e, 1), kind = VECTOR_ELT(e, 2);
-  batch_holder *b = (batch_holder *)calloc(1, sizeof *b);
-  if (!b) Rf_error("out of memory");
-  SEXP bkeep = PROTECT(R_MakeExternalPtr(b, Rf_install("deltacells_batch"), R_NilValue));
-  R_RegisterCFinalizerEx(bkeep, batch_holder_finalizer, TRUE);
-  build_batch(b, VECTOR_ELT(e, 3));
+  const char *ckey = op >= 2 ? string_arg(key, "key") : NULL;
+  const char *ckind = Rf_isNull(kind) ? NULL : string_arg(kind, "kind");
+  SEXP bkeep;
+  batch_holder *b = new_batch(&bkeep);
+  PROTECT(bkeep);
+  build_batch(b, VECTOR_ELT(e, 3), op == 0 ? "bins" : op == 1 ? "bin_tracks" : ckey);
   dc_status s;
   const char *fn;
   if (op == 0) {
@@ -908,9 +1231,7 @@ static void cd_writer_extra(dc_chromdata_writer *w, SEXP wkeep, SEXP e)
     s = dc_chromdata_writer_set_bin_tracks(w, &b->batch, &b->schema);
     fn = "dc_chromdata_writer_set_bin_tracks";
   } else {
-    s = dc_chromdata_writer_add_table(w, op == 2 ? "intervals" : "points",
-                                      CHAR(STRING_ELT(key, 0)),
-                                      Rf_isNull(kind) ? NULL : CHAR(STRING_ELT(kind, 0)),
+    s = dc_chromdata_writer_add_table(w, op == 2 ? "intervals" : "points", ckey, ckind,
                                       &b->batch, &b->schema);
     fn = "dc_chromdata_writer_add_table";
   }
@@ -920,24 +1241,25 @@ static void cd_writer_extra(dc_chromdata_writer *w, SEXP wkeep, SEXP e)
 }
 
 /* Writes a spot data.frame (chrom, start, end, trace_id, [cell_id], [x, y, z], ...) as a
- * ChromData store. params: named numeric vector of DC_CDW_* codes (names) and values;
- * extras: list of cd_writer_extra entries (bins first). */
+ * ChromData store. params: list(codes = DC_CDW_* codes, values); extras: list of
+ * cd_writer_extra entries (bins first). */
 static SEXP dcr_cd_write(SEXP path, SEXP spots, SEXP params, SEXP extras)
 {
   const char *cpath = string_arg(path, "path");
-  batch_holder *b = (batch_holder *)calloc(1, sizeof *b);
-  if (!b) Rf_error("out of memory");
-  SEXP bkeep = PROTECT(R_MakeExternalPtr(b, Rf_install("deltacells_batch"), R_NilValue));
-  R_RegisterCFinalizerEx(bkeep, batch_holder_finalizer, TRUE);
-  build_batch(b, spots); /* R errors (bad column types) before any library call */
+  params_arg pa = params_of(params);
+  if (TYPEOF(extras) != VECSXP) dcr_error("'extras' must be a list");
+  for (R_xlen_t k = 0; k < XLENGTH(extras); k++) check_extra(VECTOR_ELT(extras, k));
+  SEXP bkeep;
+  batch_holder *b = new_batch(&bkeep);
+  PROTECT(bkeep);
+  build_batch(b, spots, "spots"); /* R errors (bad column types) before any library call */
 
   dc_chromdata_writer *w = NULL;
   DCR_CHECK(dc_chromdata_writer_create(cpath, &w), "dc_chromdata_writer_create");
   SEXP wkeep = PROTECT(R_MakeExternalPtr(w, Rf_install("deltacells_cd_writer"), R_NilValue));
   R_RegisterCFinalizerEx(wkeep, cd_writer_finalizer, TRUE);
-  SEXP pcodes = Rf_getAttrib(params, R_NamesSymbol);
-  for (R_xlen_t k = 0; k < XLENGTH(params); k++)
-    check_writer(dc_chromdata_writer_set(w, atoi(CHAR(STRING_ELT(pcodes, k))), (int64_t)REAL(params)[k]),
+  for (R_xlen_t k = 0; k < pa.n; k++)
+    check_writer(dc_chromdata_writer_set(w, pa.codes[k], (int64_t)pa.values[k]),
                  "dc_chromdata_writer_set", wkeep);
   for (R_xlen_t k = 0; k < XLENGTH(extras); k++) cd_writer_extra(w, wkeep, VECTOR_ELT(extras, k));
   dc_status s = dc_chromdata_writer_append(w, &b->batch, &b->schema); /* batch moved in */
@@ -962,6 +1284,7 @@ static SEXP dcr_versions(void)
 
 static SEXP dcr_init(SEXP ns)
 {
+  if (TYPEOF(ns) != ENVSXP) dcr_error("dcr_init needs the package namespace");
   dcr_namespace = ns;
   R_PreserveObject(ns);
   return R_NilValue;
@@ -977,12 +1300,12 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_genes", (DL_FUNC)&dcr_genes, 1},
     {"dcr_gene_order", (DL_FUNC)&dcr_gene_order, 1},
     {"dcr_read_cells", (DL_FUNC)&dcr_read_cells, 2},
-    {"dcr_obs", (DL_FUNC)&dcr_obs, 2},
-    {"dcr_var_table", (DL_FUNC)&dcr_var_table, 1},
+    {"dcr_obs", (DL_FUNC)&dcr_obs, 3},
+    {"dcr_var_table", (DL_FUNC)&dcr_var_table, 2},
     {"dcr_write", (DL_FUNC)&dcr_write, 8},
     {"dcr_cd_open", (DL_FUNC)&dcr_cd_open, 1},
     {"dcr_cd_info", (DL_FUNC)&dcr_cd_info, 1},
-    {"dcr_cd_query", (DL_FUNC)&dcr_cd_query, 4},
+    {"dcr_cd_query", (DL_FUNC)&dcr_cd_query, 5},
     {"dcr_cd_write", (DL_FUNC)&dcr_cd_write, 4},
     {NULL, NULL, 0}};
 

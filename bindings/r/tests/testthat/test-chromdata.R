@@ -54,3 +54,45 @@ test_that("queries equal the pandas answers in every layout", {
   }
   expect_error(cd_open(file.path(stores, "missing.cdz")), class = "deltacells_not_found")
 })
+
+test_that("missing coordinates are NA; other NaN values stay NaN", {
+  spots <- data.frame(chrom = "chr1", start = c(0L, 100L, 200L), end = c(100L, 200L, 300L),
+                      trace_id = "t", x = c(1, NA, NaN), y = c(NaN, 2, 3), z = 0,
+                      q = c(NaN, NA, 1))
+  path <- file.path(tempdir(), "na-rule.cdz")
+  cd_write(spots, path, overwrite = TRUE)
+  cd <- cd_open(path)
+  for (got in list(cd_trace(cd, "t"), cd_spots(cd, original_order = TRUE),
+                   cd_chrom(cd, "chr1", columns = "coords"))) {
+    expect_identical(got$x, c(1, NA, NA))
+    expect_identical(got$y, c(NA, 2, 3))
+    expect_false(any(is.nan(got$x)))
+  }
+  q <- cd_spots(cd, original_order = TRUE)$q
+  expect_true(is.nan(q[1]))                       # a stored NaN
+  expect_true(is.na(q[2]) && !is.nan(q[2]))       # a null
+  expect_equal(q[3], 1)
+  if (nzchar(stores)) {
+    t0 <- cd_trace(cd_open(file.path(stores, "main_22.cdz")), "t0")
+    expect_false(any(is.nan(t0$x) | is.nan(t0$y) | is.nan(t0$z)))
+    expect_true(anyNA(t0$x) || anyNA(t0$y) || anyNA(t0$z))
+  }
+})
+
+test_that("64-bit integers are exact doubles, an error, or exact text", {
+  skip_if(!nzchar(stores), "no ChromData test stores (DELTACELLS_TEST_STORES)")
+  # spot_id holds 2^53 + 1 and -2^62 (scripts/test-r.sh writes this store with pandas).
+  cd <- cd_open(file.path(stores, "big_int64.chromdata.zarr"))
+  e <- expect_error(cd_trace(cd, "t0"), class = "deltacells_unsupported")
+  expect_match(conditionMessage(e), "column 'spot_id', row [0-9]+: the 64-bit integer 9007199254740993")
+  expect_equal(deparse(conditionCall(e)), 'cd_trace(cd, "t0")')
+  t1 <- cd_trace(cd, "t1", columns = "spot_id")      # only exact values: doubles
+  expect_type(t1$spot_id, "double")
+  old <- options(deltacells.int64 = "character")
+  on.exit(options(old))
+  t0 <- cd_trace(cd, "t0", columns = "spot_id")
+  expect_type(t0$spot_id, "character")
+  expect_true(all(c("9007199254740993", "-4611686018427387904") %in% t0$spot_id))
+  options(deltacells.int64 = "int64")
+  expect_error(cd_trace(cd, "t0"), "deltacells.int64")
+})

@@ -91,7 +91,7 @@ test_that("library errors become deltacells_error conditions", {
   e <- expect_error(dc_read_cells(ds, 4), class = "deltacells_out_of_range")
   expect_match(e$detail, "3")
   expect_error(dc_obs(ds, "nope"), class = "deltacells_not_found")
-  expect_error(dc_read_cells(ds, 0), "positive integer")
+  expect_error(dc_read_cells(ds, 0), "not a 1-based cell number")
 
   bad <- m
   bad@x[1] <- 1.5
@@ -167,4 +167,104 @@ test_that("cd_write writes a store the reader answers from", {
   expect_error(cd_write(spots[, c("chrom", "x")], file.path(tempdir(), "bad.cdz")),
                class = "deltacells_invalid_argument")
   expect_false(file.exists(file.path(tempdir(), "bad.cdz")))
+})
+
+test_that("matrices carry dimnames and tables row.names from the stored index", {
+  m <- make_counts(6, 9, density = 0.5, seed = 3)
+  colnames(m) <- sprintf("AAAC-%d", 1:9)
+  path <- file.path(tempdir(), "names.dc")
+  # Cell names from colnames(mat) (no obs given): stored as the obs index column "_index".
+  dc_write(m, path, tile_size = 4, overwrite = TRUE)
+  ds <- dc_open(path)
+  expect_equal(dc_cell_names(ds), colnames(m))
+  got <- dc_read_cells(ds, c(9, 2, 2))
+  expect_equal(dimnames(got), list(rownames(m), colnames(m)[c(9, 2, 2)]))
+  expect_equal(dimnames(dc_read_cells(ds, 1:2, genes_by_cells = FALSE)),
+               list(colnames(m)[1:2], rownames(m)))
+  obs <- dc_obs(ds)
+  expect_equal(rownames(obs), colnames(m))
+  expect_equal(attr(obs, "index_name"), "_index")
+  expect_equal(ncol(obs), 0L)
+
+  # Cell names from obs row.names (they win over colnames), other columns kept.
+  meta <- data.frame(type = factor(rep(c("x", "y", "z"), 3)), depth = as.numeric(1:9),
+                     row.names = sprintf("cell%02d", 1:9))
+  dc_write(m, path, obs = meta, overwrite = TRUE)
+  ds <- dc_open(path)
+  got <- dc_obs(ds)
+  expect_equal(rownames(got), rownames(meta))
+  expect_equal(attr(got, "index_name"), "_index")
+  expect_equal(names(got), c("type", "depth"))
+  expect_equal(got$depth, meta$depth)
+  sub <- dc_obs(ds, "depth")
+  expect_equal(names(sub), "depth")
+  expect_equal(rownames(sub), rownames(meta))
+  expect_equal(colnames(dc_read_cells(ds, 3)), "cell03")
+  # The index column's name is taken: a column "_index" is refused.
+  expect_error(dc_write(m, path, obs = cbind(meta, `_index` = 1), overwrite = TRUE), "_index")
+
+  # Automatic row.names and no colnames: no cell names, plain numbers.
+  dc_write(m, path, obs = data.frame(n = 1:9), overwrite = TRUE)
+  ds <- dc_open(path)
+  expect_null(dc_cell_names(ds))
+  expect_null(colnames(dc_read_cells(ds, 1:3)))
+  expect_equal(rownames(dc_obs(ds)), as.character(1:9))
+  expect_null(attr(dc_obs(ds), "index_name"))
+  expect_error(dc_var_table(ds), class = "deltacells_not_found")
+})
+
+test_that("the index column is found from pandas or deltacells metadata", {
+  idx <- deltacells:::.index_from_metadata
+  expect_null(idx(NULL))
+  expect_equal(idx(c(pandas = '{"index_columns": ["gene_ids"], "columns": []}')), "gene_ids")
+  expect_equal(idx(c(pandas = '{"index_columns":["a \\"b\\""]}')), 'a "b"')
+  expect_null(idx(c(pandas = '{"index_columns": [{"kind": "range", "start": 0}]}')))
+  expect_equal(idx(c(other = "x", deltacells.index = "obs_names")), "obs_names")
+  cols <- structure(list(`_index` = c("g1", "g2"), n = 1:2), n_rows = 2,
+                    metadata = c(pandas = '{"index_columns": ["_index"]}'))
+  df <- deltacells:::.as_data_frame(cols, "_index")
+  expect_equal(rownames(df), c("g1", "g2"))
+  expect_equal(names(df), "n")
+  dup <- deltacells:::.as_data_frame(structure(list(`_index` = c("g", "g")), n_rows = 2), "_index")
+  expect_equal(names(dup), "_index")  # not unique: kept as a column
+})
+
+test_that("errors name the user's call and 1-based cell numbers", {
+  m <- make_counts(5, 4, density = 0.5)
+  path <- file.path(tempdir(), "calls.dc")
+  dc_write(m, path, overwrite = TRUE)
+  e <- expect_error(dc_open(file.path(tempdir(), "nothing-here")), class = "deltacells_not_found")
+  expect_equal(deparse(conditionCall(e)), 'dc_open(file.path(tempdir(), "nothing-here"))')
+  ds <- dc_open(path)
+  e <- expect_error(dc_read_cells(ds, c(4, 5)), class = "deltacells_out_of_range")
+  expect_equal(deparse(conditionCall(e)), "dc_read_cells(ds, c(4, 5))")
+  expect_match(conditionMessage(e), "cells\\[2\\] = 5 .* 4 cells")
+  e <- expect_error(dc_obs(ds), class = "deltacells_not_found")
+  expect_equal(deparse(conditionCall(e)), "dc_obs(ds)")
+  e <- expect_error(dc_write(m, path), class = "deltacells_exists")
+  expect_equal(deparse(conditionCall(e)), "dc_write(m, path)")
+})
+
+test_that("batches iterate over any cells with dimnames", {
+  m <- make_counts(8, 11, density = 0.4, seed = 4)
+  colnames(m) <- paste0("c", 1:11)
+  path <- file.path(tempdir(), "batches.dc")
+  dc_write(m, path, tile_size = 3, overwrite = TRUE)
+  ds <- dc_open(path)
+  it <- dc_batches(ds, batch_size = 4)
+  expect_equal(length(it), 3L)
+  expect_output(print(it), "11 cells in 3 batches")
+  got <- list()
+  while (dc_has_next(it)) got[[length(got) + 1]] <- dc_next_batch(it)
+  expect_null(dc_next_batch(it))
+  expect_equal(vapply(got, ncol, 1L), c(4L, 4L, 3L))
+  expect_equal(as.matrix(do.call(cbind, got)), as.matrix(m))
+  order <- c(11, 1, 5, 5, 2)
+  sums <- dc_for_each_batch(ds, Matrix::colSums, cells = order, batch_size = 2)
+  expect_equal(unlist(sums), Matrix::colSums(m)[order])
+  rows <- dc_for_each_batch(ds, function(b) rownames(b), batch_size = 100,
+                            genes_by_cells = FALSE)
+  expect_equal(rows[[1]], colnames(m))
+  expect_length(dc_for_each_batch(ds, identity, cells = numeric(0)), 0L)
+  expect_error(dc_batches(ds, cells = 12), class = "deltacells_out_of_range")
 })
