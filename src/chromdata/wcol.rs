@@ -15,8 +15,8 @@ use arrow_array::{
 };
 use arrow_schema::DataType;
 
-use super::pq;
 use super::spec::ValueType;
+use super::values;
 use crate::error::{Error, Result};
 
 /// Largest number of categories stored with int16 codes (§4.4).
@@ -139,7 +139,7 @@ pub(crate) fn unify(name: &str, a: &Kind, b: &Kind) -> Result<Kind> {
 
 /// Normalises an input column to its spill type: bool, int64, float32, float64 or utf8.
 pub(crate) fn to_spill(name: &str, a: &ArrayRef) -> Result<ArrayRef> {
-    let a = pq::normalise_array(a)?;
+    let a = values::normalise_array(a)?;
     Ok(match a.data_type() {
         DataType::Boolean | DataType::Float32 | DataType::Float64 | DataType::Utf8 => a,
         DataType::Int64 => a,
@@ -150,9 +150,9 @@ pub(crate) fn to_spill(name: &str, a: &ArrayRef) -> Result<ArrayRef> {
                     "column \"{name}\": uint64 values above 2^63-1 are not supported"
                 )));
             }
-            Arc::new(Int64Array::from(pq::int_values(a.as_ref())?))
+            Arc::new(Int64Array::from(values::int_values(a.as_ref())?))
         }
-        t if is_int(t) => Arc::new(Int64Array::from(pq::int_values(a.as_ref())?)),
+        t if is_int(t) => Arc::new(Int64Array::from(values::int_values(a.as_ref())?)),
         t => {
             return Err(Error::unsupported(format!(
                 "column \"{name}\": type {t} is not supported"

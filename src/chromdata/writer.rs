@@ -31,7 +31,7 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use super::pq;
+use super::values;
 use super::wcol::{self, ColState, FinalType, Group, Kind};
 use super::wstore;
 use super::Layout;
@@ -142,7 +142,7 @@ impl IdMap {
 
     /// Provisional ids of a non-null string or integer column.
     fn ids(&mut self, name: &str, a: &ArrayRef) -> Result<Vec<u32>> {
-        let a = pq::normalise_array(a)?;
+        let a = values::normalise_array(a)?;
         if a.null_count() > 0 {
             return Err(Error::invalid_argument(format!(
                 "column \"{name}\" has {} null values; it must have none",
@@ -171,7 +171,7 @@ impl IdMap {
         }
         let mut out = Vec::with_capacity(a.len());
         if ints {
-            for v in pq::int_values(a.as_ref())? {
+            for v in values::int_values(a.as_ref())? {
                 let v = v.unwrap_or_default();
                 let next = self.int_vals.len() as u32;
                 let id = *self.int_ids.entry(v).or_insert_with(|| next);
@@ -565,7 +565,7 @@ impl ChromDataWriter {
                     f.name()
                 )));
             }
-            let a = pq::normalise_array(a)?;
+            let a = values::normalise_array(a)?;
             match a.data_type() {
                 DataType::Boolean | DataType::Float32 | DataType::Float64 | DataType::Utf8 => {}
                 t if t.is_integer() => {}
@@ -783,7 +783,7 @@ impl ChromDataWriter {
         let bins: Vec<u32> = match &mut self.given_bins {
             Some(g) => {
                 if let Some(b) = col("bin_id") {
-                    let v = pq::int_values(b.as_ref())
+                    let v = values::int_values(b.as_ref())
                         .map_err(|e| Error::invalid_argument(format!("bin_id: {}", e.message)))?;
                     let nb = g.chrom_of_bin.len() as i64;
                     v.iter()
@@ -1384,7 +1384,7 @@ fn loci(col: &ColFn<'_>) -> Result<(ArrayRef, Vec<i64>, Vec<i64>)> {
             ))
         })
     };
-    let c = pq::normalise_array(&get("chrom")?)?;
+    let c = values::normalise_array(&get("chrom")?)?;
     if c.data_type() != &DataType::Utf8 {
         return Err(Error::invalid_argument(format!(
             "chrom must be strings, got {}",
@@ -1393,7 +1393,7 @@ fn loci(col: &ColFn<'_>) -> Result<(ArrayRef, Vec<i64>, Vec<i64>)> {
     }
     let ints = |n: &str| -> Result<Vec<i64>> {
         let a = get(n)?;
-        let v = pq::int_values(a.as_ref())
+        let v = values::int_values(a.as_ref())
             .map_err(|_| Error::invalid_argument(format!("{n} must be integers")))?;
         v.into_iter()
             .enumerate()
@@ -1486,7 +1486,7 @@ fn given_bins(b: RecordBatch) -> Result<GivenBins> {
     let (names, codes): (Vec<String>, Vec<i32>) = match chrom.data_type() {
         DataType::Dictionary(_, v) if matches!(**v, DataType::Utf8 | DataType::LargeUtf8) => {
             let d = chrom.as_any_dictionary();
-            let vals = pq::normalise_array(d.values())?;
+            let vals = values::normalise_array(d.values())?;
             let vals = vals.as_string::<i32>();
             if vals.null_count() > 0 {
                 return Err(Error::invalid_argument("bins: chrom dictionary has nulls"));
@@ -1498,7 +1498,7 @@ fn given_bins(b: RecordBatch) -> Result<GivenBins> {
                     "bins: chrom dictionary has duplicate values",
                 ));
             }
-            let keys = pq::int_values(d.keys())?;
+            let keys = values::int_values(d.keys())?;
             let codes = keys
                 .into_iter()
                 .enumerate()
@@ -1511,7 +1511,7 @@ fn given_bins(b: RecordBatch) -> Result<GivenBins> {
             (names, codes)
         }
         _ => {
-            let c = pq::normalise_array(&chrom)?;
+            let c = values::normalise_array(&chrom)?;
             if c.data_type() != &DataType::Utf8 {
                 return Err(Error::invalid_argument(format!(
                     "bins: chrom must be strings, got {}",
@@ -1536,7 +1536,7 @@ fn given_bins(b: RecordBatch) -> Result<GivenBins> {
     };
     let ints = |n: &str, i: usize| -> Result<Vec<i64>> {
         let a = get(n, i)?;
-        let v = pq::int_values(a.as_ref())
+        let v = values::int_values(a.as_ref())
             .map_err(|_| Error::invalid_argument(format!("bins: {n} must be integers")))?;
         v.into_iter()
             .enumerate()
@@ -1550,7 +1550,7 @@ fn given_bins(b: RecordBatch) -> Result<GivenBins> {
     let mut extras = Vec::new();
     for i in 3..s.fields().len() {
         let f = s.field(i);
-        let a = pq::normalise_array(b.column(i))?;
+        let a = values::normalise_array(b.column(i))?;
         match a.data_type() {
             DataType::Boolean | DataType::Float32 | DataType::Float64 | DataType::Utf8 => {}
             t if t.is_integer() => {}

@@ -19,7 +19,9 @@ mod types;
 pub use layout::Layout;
 
 pub(crate) use groups::{ComponentAttrs, ComponentKind, GroupNode};
-pub(crate) use names::{categories_path, chrom_dirs, portable, table_path, AXES};
+pub(crate) use names::{
+    categories_path, chrom_dirs, portable, table_path, AXES, LAYER_PREFIX, TRACK_PREFIX,
+};
 pub(crate) use root::{Root, Uchrom};
 pub(crate) use tables::{
     ColumnDesc, ColumnType, CoordsDesc, DerivedEntry, DerivedKey, IdDesc, LayerEntry, Partition,

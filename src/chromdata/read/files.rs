@@ -1,0 +1,248 @@
+//! Row-aligned Parquet file sets (one file, or one per partition, over one row space) and
+//! the spot file sets of each layout: built at open with the checks of §14 rule 4, read by
+//! global row ranges, decoding only the row groups the ranges touch.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::DataType;
+
+use crate::chromdata::access::parquet::ParquetFile;
+use crate::chromdata::values::normal_type;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Row-aligned Parquet files over one row space: one file, or one per partition.
+#[derive(Debug)]
+pub(crate) struct FileSet {
+    pub(crate) files: Vec<Arc<ParquetFile>>,
+    /// Row groups of file p: `[group_offsets[p], group_offsets[p+1])` (global numbering).
+    pub(crate) group_offsets: Vec<u64>,
+    /// Global row-group boundaries (starts + end).
+    pub(crate) boundaries: Vec<u64>,
+}
+
+/// The spot files of a store: one variant per layout, each with the sets it has. The
+/// *key side* (bin_id, trace_id, cell_id, x, y, z) is the spot files of 2.0 / 2.1 and the
+/// coords partitions of 2.2, whose extra columns are in the primary file.
+#[derive(Debug)]
+pub(crate) enum SpotSets {
+    /// 2.0: `spots.parquet`, keys and extra columns.
+    Flat { spots: FileSet },
+    /// 2.1: one spot file per chromosome partition, keys and extra columns.
+    Partitioned { spots: FileSet },
+    /// 2.2: coords partitions (keys) and the primary file in canonical order (extra
+    /// columns with storage "primary"; none when no column has it).
+    PrimaryCoords {
+        coords: FileSet,
+        primary: Option<FileSet>,
+    },
+}
+
+impl SpotSets {
+    /// The file set holding bin_id, trace_id, cell_id and the coordinates.
+    pub(crate) fn key(&self) -> &FileSet {
+        match self {
+            SpotSets::Flat { spots } | SpotSets::Partitioned { spots } => spots,
+            SpotSets::PrimaryCoords { coords, .. } => coords,
+        }
+    }
+
+    /// The 2.2 primary file set.
+    pub(crate) fn primary(&self) -> Option<&FileSet> {
+        match self {
+            SpotSets::PrimaryCoords { primary, .. } => primary.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a stored Arrow type reads as the expected (normal) type.
+pub(crate) fn type_matches(stored: &DataType, expected: &DataType) -> bool {
+    normal_type(stored) == *expected
+}
+
+/// Rows of each file, row groups of each file and the global row-group boundaries of a row
+/// space, as the index gives them.
+pub(crate) struct RowSpace<'a> {
+    pub(crate) row_offsets: &'a [u64],
+    pub(crate) group_offsets: &'a [u64],
+    pub(crate) boundaries: &'a [u64],
+}
+
+impl RowSpace<'_> {
+    /// Checks `files` against the row space (§14 rule 4: rows and row groups of each file)
+    /// and their columns against `expected_cols` (names and types), and makes the set.
+    pub(crate) fn file_set(
+        &self,
+        files: Vec<ParquetFile>,
+        expected_cols: &[(String, DataType)],
+    ) -> Result<FileSet> {
+        for (p, f) in files.iter().enumerate() {
+            let rows = self.row_offsets[p + 1] - self.row_offsets[p];
+            if f.num_rows() != rows {
+                return Err(Error::format(format!(
+                    "{}: {} rows, the index says {rows}",
+                    f.path,
+                    f.num_rows()
+                )));
+            }
+            let (g0, g1) = (
+                self.group_offsets[p] as usize,
+                self.group_offsets[p + 1] as usize,
+            );
+            let expected: Vec<u64> = self.boundaries[g0..=g1]
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .collect();
+            let got = f.row_group_rows();
+            if got != expected {
+                return Err(Error::format(format!(
+                    "{}: row groups of {:?} rows, the index says {:?} (row groups must match index/row_groups)",
+                    f.path,
+                    if got.len() > 8 { &got[..8] } else { &got[..] },
+                    if expected.len() > 8 { &expected[..8] } else { &expected[..] },
+                )));
+            }
+            for (name, t) in expected_cols {
+                let i = f.column(name)?;
+                let st = f.schema().field(i).data_type();
+                if !type_matches(st, t) {
+                    return Err(Error::format(format!(
+                        "{}: column \"{name}\" is stored as {st}, the metadata says {t}",
+                        f.path
+                    )));
+                }
+            }
+        }
+        Ok(FileSet {
+            files: files.into_iter().map(Arc::new).collect(),
+            group_offsets: self.group_offsets.to_vec(),
+            boundaries: self.boundaries.to_vec(),
+        })
+    }
+}
+
+fn arrow_error(e: impl std::fmt::Display) -> Error {
+    Error::format(e.to_string())
+}
+
+impl FileSet {
+    /// Global row group holding global row `pos`, and its (file, group in the file).
+    fn locate(&self, pos: u64) -> (usize, usize, usize) {
+        let g = self.boundaries.partition_point(|&b| b <= pos) - 1;
+        let p = self.group_offsets.partition_point(|&x| x <= g as u64) - 1;
+        let local = (g as u64 - self.group_offsets[p]) as usize;
+        (g, p, local)
+    }
+
+    /// Row groups (file index, local group) that a read of global `ranges` decodes, each
+    /// once, in first-use order: the same walk as [`FileSet::read`].
+    pub(crate) fn touched(&self, ranges: &[(u64, u64)]) -> Vec<(usize, usize)> {
+        let mut out: Vec<(usize, usize)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for &(s, e) in ranges {
+            let mut pos = s;
+            while pos < e {
+                let (g, p, local) = self.locate(pos);
+                if seen.insert((p, local)) {
+                    out.push((p, local));
+                }
+                pos = e.min(self.boundaries[g + 1]);
+            }
+        }
+        out
+    }
+
+    /// Reads `names` over global `ranges` (concatenated in order), decoding only the row
+    /// groups that intersect them — those not in the per-file caches in parallel, on the
+    /// library's pool (`DELTACELLS_NUM_THREADS`, else all cores). Returns one array per
+    /// name.
+    pub(crate) fn read(&self, names: &[String], ranges: &[(u64, u64)]) -> Result<Vec<ArrayRef>> {
+        let touched = self.touched(ranges);
+        let mut cols_of: HashMap<usize, Vec<usize>> = HashMap::new();
+        for &(p, _) in &touched {
+            if let std::collections::hash_map::Entry::Vacant(v) = cols_of.entry(p) {
+                let file = &self.files[p];
+                v.insert(
+                    names
+                        .iter()
+                        .map(|n| file.column(n))
+                        .collect::<Result<Vec<_>>>()?,
+                );
+            }
+        }
+        let groups = self.decode_touched(&touched, &cols_of)?;
+        let slot: HashMap<(usize, usize), usize> =
+            touched.iter().enumerate().map(|(i, &t)| (t, i)).collect();
+        let mut pieces: Vec<Vec<ArrayRef>> = vec![Vec::new(); names.len()];
+        for &(s, e) in ranges {
+            let mut pos = s;
+            while pos < e {
+                let (g, p, local) = self.locate(pos);
+                let (gs, ge) = (self.boundaries[g], self.boundaries[g + 1]);
+                let batch = &groups[slot[&(p, local)]];
+                let take = e.min(ge) - pos;
+                let off = pos - gs;
+                for (c, piece) in pieces.iter_mut().enumerate() {
+                    piece.push(batch.column(c).slice(off as usize, take as usize));
+                }
+                pos += take;
+            }
+        }
+        drop(groups);
+        pieces
+            .into_iter()
+            .map(|p| {
+                let refs: Vec<&dyn Array> = p.iter().map(|a| a.as_ref()).collect();
+                if refs.is_empty() {
+                    return Err(Error::new(ErrorKind::Internal, "read of zero rows"));
+                }
+                // Copies the selection out of the decoded groups, so they can be freed.
+                arrow_select::concat::concat(&refs).map_err(arrow_error)
+            })
+            .collect()
+    }
+
+    /// The `touched` row groups with the columns `cols_of` their file: from the per-file
+    /// caches, the others decoded (in parallel when there are several) and remembered.
+    fn decode_touched(
+        &self,
+        touched: &[(usize, usize)],
+        cols_of: &HashMap<usize, Vec<usize>>,
+    ) -> Result<Vec<RecordBatch>> {
+        let mut groups: Vec<Option<RecordBatch>> = touched
+            .iter()
+            .map(|&(p, l)| self.files[p].cached(l, &cols_of[&p]))
+            .collect();
+        let missing: Vec<usize> = (0..touched.len())
+            .filter(|&i| groups[i].is_none())
+            .collect();
+        let decode = |&i: &usize| {
+            let (p, l) = touched[i];
+            self.files[p].decode_group(l, &cols_of[&p])
+        };
+        let threads = crate::pool::resolve_threads(0);
+        let decoded: Vec<Result<RecordBatch>> = if threads > 1 && missing.len() > 1 {
+            let pool = crate::pool::pool(threads)?;
+            pool.install(|| {
+                use rayon::prelude::*;
+                missing.par_iter().map(decode).collect()
+            })
+        } else {
+            missing.iter().map(decode).collect()
+        };
+        // Into the caches in first-use order, as a sequential read would leave them; the
+        // first error in that order is the one reported.
+        for (&i, r) in missing.iter().zip(decoded) {
+            let b = r?;
+            let (p, l) = touched[i];
+            self.files[p].remember(l, &cols_of[&p], b.clone());
+            groups[i] = Some(b);
+        }
+        groups
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Error::new(ErrorKind::Internal, "a touched row group was not read"))
+    }
+}

@@ -1,0 +1,378 @@
+//! Opening a store, in steps (§14): metadata → index → small tables → file sets (footers)
+//! → derived files → the result schema. Each step validates what it reads.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use arrow_array::RecordBatch;
+use arrow_schema::DataType;
+
+use super::files::{FileSet, RowSpace, SpotSets};
+use super::index::{self, Index, LayoutIndex, Partitions};
+use super::schema::output_columns;
+use super::tables::{category_text, Loader, SmallTables};
+use super::OpenStore;
+use crate::chromdata::access::store::Store;
+use crate::chromdata::access::zarr::ArrayReader;
+use crate::chromdata::spec::{
+    table_path, DerivedKey, Partition, Placement, Root, SpotFiles, Storage, Tables, TablesAttrs,
+};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Opens and validates the store at `path`.
+pub(crate) fn open(path: &Path) -> Result<OpenStore> {
+    let store = Arc::new(Store::open(path)?);
+    let d = store.display.clone();
+    let (root, tables) = read_metadata(&store)?;
+    let arrays = ArrayReader::new(store.clone());
+    if !store.exists("index/zarr.json") {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("{d}/index/zarr.json: missing (the index group is required)"),
+        ));
+    }
+    let index = index::load(&arrays, &root)?;
+    let reads = Arc::new(AtomicU64::new(0));
+    let ld = Loader {
+        store: store.clone(),
+        reads: reads.clone(),
+    };
+    let small = SmallTables::load(&ld, &root, &tables, &d)?;
+    let sets = SpotFileSets::open(&ld, &root, &tables, &index, &small, &d)?;
+    let derived = derived_files(&ld, &root, &tables, &d)?;
+    check_pass_through(&store, &tables)?;
+    let columns = output_columns(&tables, &small, &derived, &d)?;
+    Ok(OpenStore {
+        store,
+        root,
+        tables,
+        index,
+        reads,
+        spots: sets.spots,
+        tracks: sets.tracks,
+        layers: sets.layers,
+        small,
+        columns,
+        source_row: Mutex::new(None),
+        arrays,
+    })
+}
+
+/// The root and `tables` documents (§2–§4).
+fn read_metadata(store: &Store) -> Result<(Root, Tables)> {
+    let d = &store.display;
+    if !store.exists("zarr.json") {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("{d}: no root zarr.json; not a ChromData store"),
+        ));
+    }
+    let root = Root::parse(&store.read_json("zarr.json")?, &format!("{d}/zarr.json"))?;
+    if !store.exists("tables/zarr.json") {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("{d}/tables/zarr.json: missing (the tables group is required)"),
+        ));
+    }
+    let tables = TablesAttrs::parse(
+        &store.read_json("tables/zarr.json")?,
+        &root,
+        &format!("{d}/tables/zarr.json"),
+    )?
+    .attributes
+    .tables;
+    if tables.spots.n_rows != root.uchrom().n_spots {
+        return Err(Error::format(format!(
+            "{d}: tables.spots.n_rows = {} but n_spots = {}",
+            tables.spots.n_rows,
+            root.uchrom().n_spots
+        )));
+    }
+    Ok((root, tables))
+}
+
+/// The spot-aligned file sets of a store.
+struct SpotFileSets {
+    spots: SpotSets,
+    tracks: Option<FileSet>,
+    layers: Vec<FileSet>,
+}
+
+/// (name, expected type) of stored columns.
+type ExpectedColumns = Vec<(String, DataType)>;
+
+impl SpotFileSets {
+    /// Opens every spot-aligned file (footers only) and checks rows, row groups and column
+    /// types against the index and the metadata (§14 rules 3–4).
+    fn open(
+        ld: &Loader,
+        root: &Root,
+        tables: &Tables,
+        index: &Index,
+        small: &SmallTables,
+        d: &str,
+    ) -> Result<SpotFileSets> {
+        let sm = &tables.spots;
+        let mut key_cols: ExpectedColumns = vec![
+            (sm.bin_id.name.clone(), DataType::Int32),
+            (sm.trace_id.name.clone(), sm.trace_id.stored_type()),
+        ];
+        if let Some(c) = &sm.cell_id {
+            key_cols.push((c.name.clone(), c.stored_type()));
+        }
+        if let Some(c) = &sm.coords {
+            key_cols.extend(c.columns.iter().map(|n| (n.clone(), c.ty.arrow())));
+        }
+        let extra_cols: ExpectedColumns = sm
+            .columns
+            .iter()
+            .filter(|c| matches!(c.storage, Some(Storage::Spots) | Some(Storage::Primary)))
+            .map(|c| (c.name.clone(), c.stored_type()))
+            .collect();
+        let files = sm.files(&format!("{d}/tables/zarr.json: attributes.tables.spots"))?;
+        let opener = SetOpener {
+            ld,
+            root,
+            index,
+            small,
+            d,
+        };
+        let spots = opener.spot_sets(files, key_cols, extra_cols)?;
+        let tracks = match &tables.spot_tracks {
+            Some(t) => {
+                let cols = t
+                    .columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.stored_type()))
+                    .collect::<ExpectedColumns>();
+                Some(opener.extra_side_set(t.placement(root.layout, d)?, &cols)?)
+            }
+            None => None,
+        };
+        let layers = tables
+            .layers
+            .iter()
+            .map(|l| {
+                let cols = l
+                    .columns
+                    .iter()
+                    .map(|c| (c.clone(), l.ty.arrow()))
+                    .collect::<ExpectedColumns>();
+                opener.extra_side_set(l.placement(root.layout, d)?, &cols)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(SpotFileSets {
+            spots,
+            tracks,
+            layers,
+        })
+    }
+}
+
+/// What opening the file sets needs.
+struct SetOpener<'a> {
+    ld: &'a Loader,
+    root: &'a Root,
+    index: &'a Index,
+    small: &'a SmallTables,
+    d: &'a str,
+}
+
+impl SetOpener<'_> {
+    fn open_all(
+        &self,
+        paths: &[String],
+    ) -> Result<Vec<crate::chromdata::access::parquet::ParquetFile>> {
+        paths.iter().map(|p| self.ld.table_file(p)).collect()
+    }
+
+    /// The one-row-space of flat files and of 2.2 primary files.
+    fn whole(&self) -> (Vec<u64>, Vec<u64>) {
+        let u = self.root.uchrom();
+        (vec![0, u.n_spots], vec![0, u.n_row_groups])
+    }
+
+    /// The spot sets of the layout (§8–§10).
+    fn spot_sets(
+        &self,
+        files: SpotFiles<'_>,
+        key_cols: ExpectedColumns,
+        extra_cols: ExpectedColumns,
+    ) -> Result<SpotSets> {
+        let ix = self.index;
+        let (rows, groups) = self.whole();
+        let whole = RowSpace {
+            row_offsets: &rows,
+            group_offsets: &groups,
+            boundaries: &ix.row_groups,
+        };
+        let mut all_cols = key_cols.clone();
+        all_cols.extend(extra_cols.iter().cloned());
+        Ok(match (files, &ix.layout) {
+            (SpotFiles::Flat { path }, LayoutIndex::Flat) => SpotSets::Flat {
+                spots: whole.file_set(vec![self.ld.table_file(path)?], &all_cols)?,
+            },
+            (
+                SpotFiles::Partitioned { partitions, files },
+                LayoutIndex::Partitioned { partitions: p },
+            ) => {
+                self.check_partitions(partitions, p)?;
+                let space = RowSpace {
+                    row_offsets: &p.offsets,
+                    group_offsets: &p.groups,
+                    boundaries: &ix.row_groups,
+                };
+                SpotSets::Partitioned {
+                    spots: space.file_set(self.open_all(files)?, &all_cols)?,
+                }
+            }
+            (
+                SpotFiles::PrimaryCoords {
+                    primary_path,
+                    partitions,
+                    coords_files,
+                },
+                LayoutIndex::PrimaryCoords(ci),
+            ) => {
+                self.check_partitions(partitions, &ci.partitions)?;
+                let space = RowSpace {
+                    row_offsets: &ci.partitions.offsets,
+                    group_offsets: &ci.partitions.groups,
+                    boundaries: &ci.row_groups,
+                };
+                let coords = space.file_set(self.open_all(coords_files)?, &key_cols)?;
+                let primary = match primary_path {
+                    Some(p) => Some(whole.file_set(vec![self.ld.table_file(p)?], &extra_cols)?),
+                    None => None,
+                };
+                SpotSets::PrimaryCoords { coords, primary }
+            }
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::Internal,
+                    "the spot files and the index are of different layouts",
+                ))
+            }
+        })
+    }
+
+    /// A row-aligned table of the extra side (spot tracks, a layer): per partition in 2.1,
+    /// one file over all rows otherwise.
+    fn extra_side_set(&self, place: Placement<'_>, cols: &[(String, DataType)]) -> Result<FileSet> {
+        let ix = self.index;
+        let (rows, groups) = self.whole();
+        match (place, &ix.layout) {
+            (Placement::Partitions(files), LayoutIndex::Partitioned { partitions }) => {
+                if files.len() + 1 != partitions.offsets.len() {
+                    return Err(Error::format(format!(
+                        "{}: {} files listed for {} partitions",
+                        self.d,
+                        files.len(),
+                        partitions.offsets.len() - 1
+                    )));
+                }
+                let space = RowSpace {
+                    row_offsets: &partitions.offsets,
+                    group_offsets: &partitions.groups,
+                    boundaries: &ix.row_groups,
+                };
+                space.file_set(self.open_all(files)?, cols)
+            }
+            (Placement::File(path), _) => {
+                let space = RowSpace {
+                    row_offsets: &rows,
+                    group_offsets: &groups,
+                    boundaries: &ix.row_groups,
+                };
+                space.file_set(vec![self.ld.table_file(path)?], cols)
+            }
+            (Placement::Partitions(_), _) => Err(Error::new(
+                ErrorKind::Internal,
+                "partition files outside the partitioned layout",
+            )),
+        }
+    }
+
+    /// `tables.spots.partitions` agree with the index partitions (§14 rule 4).
+    fn check_partitions(&self, parts: &[Partition], index: &Partitions) -> Result<()> {
+        let d = self.d;
+        let (rows, groups, chroms) = (&index.offsets, &index.groups, &index.chrom);
+        if parts.len() + 1 != rows.len() {
+            return Err(Error::format(format!(
+                "{d}: tables.spots.partitions lists {} partitions, the index has {}",
+                parts.len(),
+                rows.len() - 1
+            )));
+        }
+        for (p, m) in parts.iter().enumerate() {
+            let chrom_name = category_text(&self.small.chrom_cats, m.chrom_code);
+            if m.n_rows != rows[p + 1] - rows[p]
+                || m.n_row_groups != groups[p + 1] - groups[p]
+                || m.chrom_code != chroms[p] as i64
+                || chrom_name.as_deref() != Some(m.chrom.as_str())
+            {
+                return Err(Error::format(format!(
+                    "{d}: tables.spots.partitions[{p}] (chrom {}, code {}, {} rows, {} row groups) disagrees with the index",
+                    m.chrom, m.chrom_code, m.n_rows, m.n_row_groups
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The derived files of 2.2 (§10.3), read whole: n_bins / n_cells / n_traces rows.
+fn derived_files(
+    ld: &Loader,
+    root: &Root,
+    tables: &Tables,
+    d: &str,
+) -> Result<HashMap<DerivedKey, RecordBatch>> {
+    let u = root.uchrom();
+    let mut derived = HashMap::new();
+    for dm in &tables.derived {
+        let (rows, what) = match dm.key {
+            DerivedKey::Bin => (u.n_bins, "n_bins"),
+            DerivedKey::Cell => (u.n_cells, "n_cells"),
+            DerivedKey::Trace => (u.n_traces, "n_traces"),
+        };
+        let f = ld.table_file(&dm.path)?;
+        let b = f.read_all()?;
+        if b.num_rows() as u64 != rows || dm.n_rows != rows {
+            return Err(Error::format(format!(
+                "{}: derived file for key {} has {} rows (metadata {}), expected {what} = {rows}",
+                f.path,
+                dm.key.name(),
+                b.num_rows(),
+                dm.n_rows
+            )));
+        }
+        if derived.insert(dm.key, b).is_some() {
+            return Err(Error::format(format!(
+                "{d}: tables.derived lists key {} twice",
+                dm.key.name()
+            )));
+        }
+    }
+    Ok(derived)
+}
+
+/// Pass-through tables must exist (their footers are read when asked for).
+fn check_pass_through(store: &Store, tables: &Tables) -> Result<()> {
+    for (kind, list) in [("intervals", &tables.intervals), ("points", &tables.points)] {
+        for e in list {
+            if !store.exists(&table_path(&e.path)) {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "{}/tables/{}: {kind} table \"{}\" is missing",
+                        store.display, e.path, e.key
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
