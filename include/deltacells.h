@@ -675,6 +675,16 @@ void dc_dataset_free(struct dc_dataset *ds);
 dc_status dc_dataset_set(struct dc_dataset *ds, dc_dataset_param p, int64_t value);
 
 /**
+ * The range of values `dc_dataset_set` accepts for `p`: `*min ..= *max`. Needs no handle.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (unknown parameter, NULL).
+ *
+ * # Safety
+ * `min` and `max` are writable.
+ */
+dc_status dc_dataset_param_bounds(dc_dataset_param p, int64_t *min, int64_t *max);
+
+/**
  * Fills `*out` with the dataset's summary.
  *
  * # Safety
@@ -976,6 +986,18 @@ dc_status dc_writer_create(const char *path, uint32_t n_genes, struct dc_writer 
  * `w` is a live writer.
  */
 dc_status dc_writer_set(struct dc_writer *w, dc_writer_param p, int64_t value);
+
+/**
+ * The range of values `dc_writer_set` accepts for `p`: `*min ..= *max` (for
+ * `DC_WRITER_ZSTD_LEVEL`, the range of the zstd the library was built with). Needs no
+ * handle.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (unknown parameter, NULL).
+ *
+ * # Safety
+ * `min` and `max` are writable.
+ */
+dc_status dc_writer_param_bounds(dc_writer_param p, int64_t *min, int64_t *max);
 
 /**
  * Sets the gene order, before the first append: output column j = input column

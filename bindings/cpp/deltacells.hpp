@@ -614,6 +614,12 @@ public:
 
   /// dc_dataset_set (DC_DATASET_THREADS, DC_DATASET_TILE_CACHE, DC_DATASET_VERIFY_CRC).
   void set(dc_dataset_param p, int64_t value) { detail::check(dc_dataset_set(h_, p, value), "dc_dataset_set"); }
+  /// dc_dataset_param_bounds: the values set(p, v) accepts, {min, max} (inclusive).
+  static std::pair<int64_t, int64_t> param_bounds(dc_dataset_param p) {
+    int64_t lo = 0, hi = 0;
+    detail::check(dc_dataset_param_bounds(p, &lo, &hi), "dc_dataset_param_bounds");
+    return {lo, hi};
+  }
   /// dc_dataset_set_cache_dir; an empty string restores the default location.
   void set_cache_dir(const std::string &dir) {
     detail::check(dc_dataset_set_cache_dir(h_, dir.empty() ? nullptr : dir.c_str()), "dc_dataset_set_cache_dir");
@@ -740,6 +746,12 @@ public:
 
   /// dc_writer_set (DC_WRITER_*).
   void set(dc_writer_param p, int64_t value) { detail::check(dc_writer_set(h_, p, value), "dc_writer_set"); }
+  /// dc_writer_param_bounds: the values set(p, v) accepts, {min, max} (inclusive).
+  static std::pair<int64_t, int64_t> param_bounds(dc_writer_param p) {
+    int64_t lo = 0, hi = 0;
+    detail::check(dc_writer_param_bounds(p, &lo, &hi), "dc_writer_param_bounds");
+    return {lo, hi};
+  }
   /// dc_writer_set_gene_order: output column j = input column order[j].
   void set_gene_order(view<int32_t> order) {
     detail::check(dc_writer_set_gene_order(h_, order.data(), order.size()), "dc_writer_set_gene_order");

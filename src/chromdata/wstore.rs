@@ -1880,7 +1880,7 @@ fn publish(tmp: &Path, target: &Path, overwrite: bool) -> Result<()> {
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("cdz"));
     if !cdz {
-        return fs::publish_dir(tmp, target, existing);
+        return fs::publish_dir(tmp, target, existing, fs::Flush::Tree);
     }
     let name = target
         .file_name()

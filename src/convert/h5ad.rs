@@ -654,7 +654,7 @@ impl CellSource for H5adSource {
     }
     fn read_cells(&mut self, lo: u64, hi: u64) -> Result<CellMatrix> {
         match &self.layout {
-            Layout::InMemory(m) => Ok(super::source::slice_rows(m, lo as usize, hi as usize)),
+            Layout::InMemory(m) => Ok(m.slice_rows(lo as usize, hi as usize)),
             Layout::Dense(ds) => self.read_dense(ds, lo, hi),
             Layout::Csr {
                 data,

@@ -5,7 +5,7 @@
 //! * `mtx` — Matrix Market files and 10x Genomics matrix folders;
 //! * `h5ad` — AnnData files (X as CSR, CSC or dense; obs and var tables as Arrow);
 //! * `source` — the `CellSource` abstraction and `convert`, which streams any source into a
-//!   `DatasetWriter`;
+//!   `DatasetWriter`; `open_source` (here) picks the reader by format;
 //! * `tables` — obs / var tables as Arrow record batches, and where they reach the writer;
 //! * `verify`, `export` — whole-dataset checks and Matrix Market export for the CLI.
 
@@ -16,4 +16,22 @@ pub mod source;
 pub mod tables;
 pub mod verify;
 
-pub use source::{convert, open_source, CellSource, ConvertOptions, ConvertSummary};
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+pub use source::{convert, CellSource, ConvertOptions, ConvertSummary};
+
+/// Opens any supported input: a 10x folder, a `.h5ad` file, or a Matrix Market file
+/// (`.mtx`, `.mtx.gz`, or anything else starting with `%%MatrixMarket`).
+pub fn open_source(path: &Path) -> Result<Box<dyn CellSource>> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
+    if meta.is_dir() {
+        return Ok(Box::new(source::MtxSource::open(path)?));
+    }
+    // HDF5 files are recognised by their signature, whatever their name.
+    if h5ad::is_hdf5(path)? {
+        return Ok(Box::new(h5ad::H5adSource::open(path)?));
+    }
+    Ok(Box::new(source::MtxSource::open(path)?))
+}

@@ -32,6 +32,18 @@ pub struct CellMatrix {
 }
 
 impl CellMatrix {
+    /// Rows `lo..hi`, as a new matrix with indptr from 0.
+    pub fn slice_rows(&self, lo: usize, hi: usize) -> CellMatrix {
+        let (a, b) = (self.indptr[lo] as usize, self.indptr[hi] as usize);
+        CellMatrix {
+            n_cells: hi - lo,
+            n_genes: self.n_genes,
+            indptr: self.indptr[lo..=hi].iter().map(|&p| p - a as i64).collect(),
+            indices: self.indices[a..b].to_vec(),
+            values: self.values[a..b].to_vec(),
+        }
+    }
+
     pub fn as_csr(&self) -> crate::tile::CsrRef<'_> {
         crate::tile::CsrRef {
             n_genes: self.n_genes,
@@ -94,191 +106,72 @@ pub fn read_matrix_market(path: &Path, genes_are_rows: bool) -> Result<CellMatri
     read_matrix_market_from(&mut r, path, genes_are_rows)
 }
 
+/// Lines of a Matrix Market stream, with their 1-based numbers for messages.
+struct MtxLines<'a> {
+    r: &'a mut dyn BufRead,
+    path: &'a Path,
+    line: Vec<u8>,
+    number: u64,
+}
+
+impl MtxLines<'_> {
+    /// Reads the next line (without its line break) into `self.line`; false at the end.
+    fn next(&mut self) -> Result<bool> {
+        self.line.clear();
+        let n = self
+            .r
+            .read_until(b'\n', &mut self.line)
+            .map_err(|e| Error::io(self.path, &e))?;
+        self.number += 1;
+        while self.line.last().is_some_and(|c| *c == b'\n' || *c == b'\r') {
+            self.line.pop();
+        }
+        Ok(n > 0)
+    }
+
+    fn err(&self, what: impl std::fmt::Display) -> Error {
+        parse_err(self.path, self.number, what)
+    }
+}
+
+/// Entries read from the file, in file order (zeros dropped), mapped to (cell, gene).
+struct Triplets {
+    cells: Vec<u32>,
+    genes: Vec<i32>,
+    values: Vec<i32>,
+}
+
 pub fn read_matrix_market_from(
     r: &mut dyn BufRead,
     path: &Path,
     genes_are_rows: bool,
 ) -> Result<CellMatrix> {
-    let mut line = Vec::with_capacity(128);
-    let mut lineno = 0u64;
-    let mut next_line = |line: &mut Vec<u8>, lineno: &mut u64| -> Result<bool> {
-        line.clear();
-        let n = r.read_until(b'\n', line).map_err(|e| Error::io(path, &e))?;
-        *lineno += 1;
-        while line.last().is_some_and(|c| *c == b'\n' || *c == b'\r') {
-            line.pop();
-        }
-        Ok(n > 0)
+    let mut lines = MtxLines {
+        r,
+        path,
+        line: Vec::with_capacity(128),
+        number: 0,
     };
-    if !next_line(&mut line, &mut lineno)? {
-        return Err(parse_err(
-            path,
-            1,
-            "empty file, expected a %%MatrixMarket header",
-        ));
+    if !lines.next()? {
+        return Err(lines.err("empty file, expected a %%MatrixMarket header"));
     }
-    let header = String::from_utf8_lossy(&line).to_ascii_lowercase();
-    let words: Vec<&str> = header.split_whitespace().collect();
-    if words.len() < 5 || words[0] != "%%matrixmarket" || words[1] != "matrix" {
-        return Err(parse_err(
-            path,
-            1,
-            "not a Matrix Market file (expected '%%MatrixMarket matrix ...')",
-        ));
-    }
-    if words[2] != "coordinate" {
-        return Err(parse_err(
-            path,
-            1,
-            format!(
-                "'{}' matrices are not supported, only 'coordinate'",
-                words[2]
-            ),
-        ));
-    }
-    let real = match words[3] {
-        "integer" => false,
-        "real" => true,
-        other => {
-            return Err(parse_err(
-                path,
-                1,
-                format!("field '{other}' is not integer or real counts"),
-            ))
-        }
-    };
-    if words[4] != "general" {
-        return Err(parse_err(
-            path,
-            1,
-            format!("symmetry '{}' is not supported, only 'general'", words[4]),
-        ));
-    }
-    // Size line after comments.
-    let (n_rows, n_cols, nnz) = loop {
-        if !next_line(&mut line, &mut lineno)? {
-            return Err(parse_err(path, lineno, "missing the size line"));
-        }
-        if line.first() == Some(&b'%') || line.iter().all(|c| c.is_ascii_whitespace()) {
-            continue;
-        }
-        let s = String::from_utf8_lossy(&line);
-        let v: Vec<u64> = s
-            .split_whitespace()
-            .map(|w| w.parse::<u64>())
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|_| parse_err(path, lineno, format!("bad size line '{s}'")))?;
-        if v.len() != 3 {
-            return Err(parse_err(
-                path,
-                lineno,
-                format!("size line has {} numbers, expected 3", v.len()),
-            ));
-        }
-        break (v[0], v[1], v[2]);
-    };
+    let real = parse_banner(&lines.line).map_err(|what| lines.err(what))?;
+    let (n_rows, n_cols, nnz) = read_size_line(&mut lines)?;
     let (n_genes, n_cells) = if genes_are_rows {
         (n_rows, n_cols)
     } else {
         (n_cols, n_rows)
     };
     if n_genes == 0 || n_genes > crate::tile::MAX_GENES {
-        return Err(parse_err(
-            path,
-            lineno,
-            format!("{n_genes} genes: must be 1..2^31"),
-        ));
+        return Err(lines.err(format!("{n_genes} genes: must be 1..2^31")));
     }
     if n_cells > u32::MAX as u64 * 16 || nnz > n_rows.saturating_mul(n_cols) {
-        return Err(parse_err(
-            path,
-            lineno,
-            format!("implausible size {n_rows} x {n_cols} with {nnz} entries"),
-        ));
+        return Err(lines.err(format!(
+            "implausible size {n_rows} x {n_cols} with {nnz} entries"
+        )));
     }
-    // Triplets, then a counting sort by cell.
-    let mut cells = Vec::with_capacity(nnz.min(1 << 28) as usize);
-    let mut genes = Vec::with_capacity(cells.capacity());
-    let mut vals = Vec::with_capacity(cells.capacity());
-    let mut seen = 0u64;
-    while next_line(&mut line, &mut lineno)? {
-        if line.is_empty() || line[0] == b'%' {
-            continue;
-        }
-        let mut it = line
-            .split(|c| *c == b' ' || *c == b'\t')
-            .filter(|w| !w.is_empty());
-        let mut field = |name: &str| -> Result<&[u8]> {
-            it.next()
-                .ok_or_else(|| parse_err(path, lineno, format!("missing {name}")))
-        };
-        let row = parse_index(field("row")?, n_rows)
-            .ok_or_else(|| parse_err(path, lineno, format!("row index is not in 1..={n_rows}")))?;
-        let col = parse_index(field("column")?, n_cols).ok_or_else(|| {
-            parse_err(path, lineno, format!("column index is not in 1..={n_cols}"))
-        })?;
-        let vtext = field("value")?;
-        let v = parse_count(vtext, real).ok_or_else(|| {
-            parse_err(
-                path,
-                lineno,
-                format!(
-                    "value '{}' is not a count in 0..=2^31-1",
-                    String::from_utf8_lossy(vtext)
-                ),
-            )
-        })?;
-        seen += 1;
-        if seen > nnz {
-            return Err(parse_err(
-                path,
-                lineno,
-                format!("more entries than the {nnz} announced"),
-            ));
-        }
-        if v == 0 {
-            continue;
-        }
-        let (g, c) = if genes_are_rows {
-            (row, col)
-        } else {
-            (col, row)
-        };
-        cells.push(c as u32);
-        genes.push(g as i32);
-        vals.push(v);
-    }
-    if seen != nnz {
-        return Err(parse_err(
-            path,
-            lineno,
-            format!("{seen} entries, the size line announced {nnz}"),
-        ));
-    }
-    let n_cells = n_cells as usize;
-    let mut indptr = vec![0i64; n_cells + 1];
-    for &c in &cells {
-        indptr[c as usize + 1] += 1;
-    }
-    for i in 0..n_cells {
-        indptr[i + 1] += indptr[i];
-    }
-    let mut fill = indptr.clone();
-    let mut indices = vec![0i32; cells.len()];
-    let mut values = vec![0i32; cells.len()];
-    for k in 0..cells.len() {
-        let at = &mut fill[cells[k] as usize];
-        indices[*at as usize] = genes[k];
-        values[*at as usize] = vals[k];
-        *at += 1;
-    }
-    let mut m = CellMatrix {
-        n_cells,
-        n_genes: n_genes as u32,
-        indptr,
-        indices,
-        values,
-    };
+    let t = read_entries(&mut lines, (n_rows, n_cols, nnz), real, genes_are_rows)?;
+    let mut m = cell_major(t, n_cells as usize, n_genes as u32);
     sort_rows(&mut m).map_err(|(cell, gene)| {
         Error::format(format!(
             "{}: duplicate entry for cell {} / gene {} (1-based)",
@@ -288,6 +181,143 @@ pub fn read_matrix_market_from(
         ))
     })?;
     Ok(m)
+}
+
+/// The `%%MatrixMarket matrix coordinate integer|real general` line; true for `real`.
+fn parse_banner(line: &[u8]) -> std::result::Result<bool, String> {
+    let header = String::from_utf8_lossy(line).to_ascii_lowercase();
+    let words: Vec<&str> = header.split_whitespace().collect();
+    if words.len() < 5 || words[0] != "%%matrixmarket" || words[1] != "matrix" {
+        return Err("not a Matrix Market file (expected '%%MatrixMarket matrix ...')".into());
+    }
+    if words[2] != "coordinate" {
+        return Err(format!(
+            "'{}' matrices are not supported, only 'coordinate'",
+            words[2]
+        ));
+    }
+    let real = match words[3] {
+        "integer" => false,
+        "real" => true,
+        other => return Err(format!("field '{other}' is not integer or real counts")),
+    };
+    if words[4] != "general" {
+        return Err(format!(
+            "symmetry '{}' is not supported, only 'general'",
+            words[4]
+        ));
+    }
+    Ok(real)
+}
+
+/// The size line `rows columns entries`, after any comment lines.
+fn read_size_line(lines: &mut MtxLines<'_>) -> Result<(u64, u64, u64)> {
+    loop {
+        if !lines.next()? {
+            return Err(lines.err("missing the size line"));
+        }
+        let line = &lines.line;
+        if line.first() == Some(&b'%') || line.iter().all(|c| c.is_ascii_whitespace()) {
+            continue;
+        }
+        let s = String::from_utf8_lossy(line);
+        let v: Vec<u64> = s
+            .split_whitespace()
+            .map(|w| w.parse::<u64>())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| lines.err(format!("bad size line '{s}'")))?;
+        if v.len() != 3 {
+            return Err(lines.err(format!("size line has {} numbers, expected 3", v.len())));
+        }
+        return Ok((v[0], v[1], v[2]));
+    }
+}
+
+/// The `nnz` entry lines `row column value` (1-based indices within the size), zeros
+/// dropped; exactly `nnz` of them.
+fn read_entries(
+    lines: &mut MtxLines<'_>,
+    (n_rows, n_cols, nnz): (u64, u64, u64),
+    real: bool,
+    genes_are_rows: bool,
+) -> Result<Triplets> {
+    let capacity = nnz.min(1 << 28) as usize;
+    let mut t = Triplets {
+        cells: Vec::with_capacity(capacity),
+        genes: Vec::with_capacity(capacity),
+        values: Vec::with_capacity(capacity),
+    };
+    let mut seen = 0u64;
+    while lines.next()? {
+        let line = &lines.line;
+        if line.is_empty() || line[0] == b'%' {
+            continue;
+        }
+        let mut it = line
+            .split(|c| *c == b' ' || *c == b'\t')
+            .filter(|w| !w.is_empty());
+        let mut field = |name: &str| -> Result<&[u8]> {
+            it.next()
+                .ok_or_else(|| lines.err(format!("missing {name}")))
+        };
+        let row = parse_index(field("row")?, n_rows)
+            .ok_or_else(|| lines.err(format!("row index is not in 1..={n_rows}")))?;
+        let col = parse_index(field("column")?, n_cols)
+            .ok_or_else(|| lines.err(format!("column index is not in 1..={n_cols}")))?;
+        let vtext = field("value")?;
+        let v = parse_count(vtext, real).ok_or_else(|| {
+            lines.err(format!(
+                "value '{}' is not a count in 0..=2^31-1",
+                String::from_utf8_lossy(vtext)
+            ))
+        })?;
+        seen += 1;
+        if seen > nnz {
+            return Err(lines.err(format!("more entries than the {nnz} announced")));
+        }
+        if v == 0 {
+            continue;
+        }
+        let (g, c) = if genes_are_rows {
+            (row, col)
+        } else {
+            (col, row)
+        };
+        t.cells.push(c as u32);
+        t.genes.push(g as i32);
+        t.values.push(v);
+    }
+    if seen != nnz {
+        return Err(lines.err(format!("{seen} entries, the size line announced {nnz}")));
+    }
+    Ok(t)
+}
+
+/// Cell-major CSR from triplets (a counting sort by cell; rows not yet sorted by gene).
+fn cell_major(t: Triplets, n_cells: usize, n_genes: u32) -> CellMatrix {
+    let mut indptr = vec![0i64; n_cells + 1];
+    for &c in &t.cells {
+        indptr[c as usize + 1] += 1;
+    }
+    for i in 0..n_cells {
+        indptr[i + 1] += indptr[i];
+    }
+    let mut fill = indptr.clone();
+    let mut indices = vec![0i32; t.cells.len()];
+    let mut values = vec![0i32; t.cells.len()];
+    for k in 0..t.cells.len() {
+        let at = &mut fill[t.cells[k] as usize];
+        indices[*at as usize] = t.genes[k];
+        values[*at as usize] = t.values[k];
+        *at += 1;
+    }
+    CellMatrix {
+        n_cells,
+        n_genes,
+        indptr,
+        indices,
+        values,
+    }
 }
 
 /// Sorts each row by gene; returns the first duplicate (cell, gene) found.

@@ -103,7 +103,7 @@ impl CellSource for MtxSource {
         Ok(self.matrix.gene_totals())
     }
     fn read_cells(&mut self, lo: u64, hi: u64) -> Result<CellMatrix> {
-        Ok(slice_rows(&self.matrix, lo as usize, hi as usize))
+        Ok(self.matrix.slice_rows(lo as usize, hi as usize))
     }
     fn var_names(&mut self) -> Result<Option<(Vec<String>, String)>> {
         self.load_tables()?;
@@ -127,32 +127,6 @@ impl CellSource for MtxSource {
             .map(|m| m.len())
             .sum()
     }
-}
-
-/// Rows `lo..hi` of a CSR matrix, as a new matrix with indptr from 0.
-pub fn slice_rows(m: &CellMatrix, lo: usize, hi: usize) -> CellMatrix {
-    let (a, b) = (m.indptr[lo] as usize, m.indptr[hi] as usize);
-    CellMatrix {
-        n_cells: hi - lo,
-        n_genes: m.n_genes,
-        indptr: m.indptr[lo..=hi].iter().map(|&p| p - a as i64).collect(),
-        indices: m.indices[a..b].to_vec(),
-        values: m.values[a..b].to_vec(),
-    }
-}
-
-/// Opens any supported input: a 10x folder, a `.h5ad` file, or a Matrix Market file
-/// (`.mtx`, `.mtx.gz`, or anything else starting with `%%MatrixMarket`).
-pub fn open_source(path: &Path) -> Result<Box<dyn CellSource>> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
-    if meta.is_dir() {
-        return Ok(Box::new(MtxSource::open(path)?));
-    }
-    // HDF5 files are recognised by their signature, whatever their name.
-    if super::h5ad::is_hdf5(path)? {
-        return Ok(Box::new(super::h5ad::H5adSource::open(path)?));
-    }
-    Ok(Box::new(MtxSource::open(path)?))
 }
 
 /// Settings of a conversion.

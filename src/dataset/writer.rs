@@ -777,9 +777,19 @@ impl DatasetWriter {
                 ));
             }
             check_replaceable(&self.target)?;
-            fs::publish_dir(&self.tmp, &self.target, fs::Existing::Replace)
+            fs::publish_dir(
+                &self.tmp,
+                &self.target,
+                fs::Existing::Replace,
+                fs::Flush::Directories,
+            )
         } else {
-            fs::publish_dir(&self.tmp, &self.target, fs::Existing::Keep)
+            fs::publish_dir(
+                &self.tmp,
+                &self.target,
+                fs::Existing::Keep,
+                fs::Flush::Directories,
+            )
         }
     }
 }

@@ -1,16 +1,16 @@
 //! §5 of the C API: ChromData stores, read backed.
 
 use std::ffi::{c_char, c_int};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 
 use crate::chromdata::{ChromData, Columns, Layout};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 
-use super::arrow::{export_reader, one_batch, one_column, string_column};
-use super::dataset::str_in;
+use super::args::{slice_in, str_in, Out};
+use super::arrow::{export_stream, one_batch, one_column, string_column};
 use super::error::*;
+use super::handle::{castable, free_handle, new_handle, with_ref};
 
 /// Spot-table layout of a store (`DC_LAYOUT_*`).
 pub type dc_layout = i32;
@@ -23,9 +23,9 @@ pub const DC_LAYOUT_PRIMARY_COORDS: dc_layout = 2;
 
 /// An open ChromData store (opaque). May be used from several threads at once.
 pub struct dc_chromdata {
-    cd: ChromData,
-    poisoned: AtomicBool,
+    _opaque: [u8; 0],
 }
+castable!(dc_chromdata => ChromData);
 
 /// Version, layout and counts of a store, filled by `dc_chromdata_info_get`.
 #[repr(C)]
@@ -46,30 +46,6 @@ pub struct dc_chromdata_info {
     pub has_source_row: i32,
     /// 32 or 64; 0 without coordinates.
     pub coord_bits: i32,
-}
-
-/// Runs `body` on a live handle: NULL → `DC_ERR_INVALID_ARGUMENT`, poisoned →
-/// `DC_ERR_STATE`; a panic poisons the handle.
-fn with_handle(cd: *const dc_chromdata, body: impl FnOnce(&ChromData) -> Result<()>) -> dc_status {
-    let status = guard(|| {
-        if cd.is_null() {
-            return Err(null_arg("cd"));
-        }
-        // SAFETY: non-NULL; the caller passes a handle from dc_chromdata_open, not yet freed.
-        let h = unsafe { &*cd };
-        if h.poisoned.load(Ordering::Acquire) {
-            return Err(Error::new(
-                ErrorKind::State,
-                "the dc_chromdata handle is poisoned by an earlier internal error; free it",
-            ));
-        }
-        body(&h.cd)
-    });
-    if status == DC_ERR_INTERNAL && !cd.is_null() {
-        // SAFETY: as above.
-        unsafe { &*cd }.poisoned.store(true, Ordering::Release);
-    }
-    status
 }
 
 /// The column selection: NULL / 0 = all; `{"coords"}` = keys + x, y, z; else names.
@@ -93,13 +69,6 @@ unsafe fn columns_in(columns: *const *const c_char, n: usize) -> Result<Columns>
     Ok(Columns::Names(names))
 }
 
-fn check_out<T>(out: *mut T) -> Result<()> {
-    if out.is_null() {
-        return Err(null_arg("out"));
-    }
-    Ok(())
-}
-
 /// Opens a store: a `*.chromdata.zarr` directory or a `.cdz` file. Reads the metadata, the
 /// index arrays, the small tables and the Parquet footers, and validates them (spec §14).
 ///
@@ -113,18 +82,10 @@ pub unsafe extern "C" fn dc_chromdata_open(
     path: *const c_char,
     out: *mut *mut dc_chromdata,
 ) -> dc_status {
-    guard(|| {
-        check_out(out)?;
+    new_handle(out, || {
         // SAFETY: forwarded caller guarantee.
         let path = unsafe { str_in(path, "path")? };
-        let cd = ChromData::open(path)?;
-        let h = Box::new(dc_chromdata {
-            cd,
-            poisoned: AtomicBool::new(false),
-        });
-        // SAFETY: checked non-NULL; caller guarantees it is writable.
-        unsafe { write_out(out, Box::into_raw(h)) };
-        Ok(())
+        ChromData::open(path)
     })
 }
 
@@ -134,13 +95,7 @@ pub unsafe extern "C" fn dc_chromdata_open(
 /// `cd` is NULL or a handle from `dc_chromdata_open` not yet freed, unused by other threads.
 #[no_mangle]
 pub unsafe extern "C" fn dc_chromdata_free(cd: *mut dc_chromdata) {
-    if cd.is_null() {
-        return;
-    }
-    guard_value((), || {
-        // SAFETY: from Box::into_raw in dc_chromdata_open, freed once.
-        drop(unsafe { Box::from_raw(cd) });
-    });
+    free_handle(cd)
 }
 
 /// Fills `*out` with the store's version, layout and counts.
@@ -152,8 +107,9 @@ pub unsafe extern "C" fn dc_chromdata_info_get(
     cd: *const dc_chromdata,
     out: *mut dc_chromdata_info,
 ) -> dc_status {
-    with_handle(cd, |cd| {
-        check_out(out)?;
+    with_ref(cd, |cd| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
         let i = cd.info();
         let info = dc_chromdata_info {
             format_major: i.format_major,
@@ -175,8 +131,7 @@ pub unsafe extern "C" fn dc_chromdata_info_get(
             has_source_row: i.has_source_row as i32,
             coord_bits: i.coord_bits as i32,
         };
-        // SAFETY: checked non-NULL; caller guarantees it is writable.
-        unsafe { write_out(out, info) };
+        out.set(info);
         Ok(())
     })
 }
@@ -192,13 +147,13 @@ pub unsafe extern "C" fn dc_chromdata_table(
     name: *const c_char,
     out: *mut FFI_ArrowArrayStream,
 ) -> dc_status {
-    with_handle(cd, |cd| {
-        check_out(out)?;
+    with_ref(cd, |cd| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
         // SAFETY: forwarded caller guarantee.
         let name = unsafe { str_in(name, "name")? };
         let b = cd.table(name)?;
-        // SAFETY: checked non-NULL, writable per the caller.
-        unsafe { export_reader(one_batch(b), out) };
+        export_stream(out, one_batch(b));
         Ok(())
     })
 }
@@ -214,13 +169,13 @@ pub unsafe extern "C" fn dc_chromdata_keys(
     kind: *const c_char,
     out: *mut FFI_ArrowArrayStream,
 ) -> dc_status {
-    with_handle(cd, |cd| {
-        check_out(out)?;
+    with_ref(cd, |cd| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
         // SAFETY: forwarded caller guarantee.
         let kind = unsafe { str_in(kind, "kind")? };
         let b = string_column("key", cd.keys(kind)?)?;
-        // SAFETY: checked non-NULL, writable per the caller.
-        unsafe { export_reader(one_batch(b), out) };
+        export_stream(out, one_batch(b));
         Ok(())
     })
 }
@@ -237,13 +192,13 @@ pub unsafe extern "C" fn dc_chromdata_categories(
     column: *const c_char,
     out: *mut FFI_ArrowArrayStream,
 ) -> dc_status {
-    with_handle(cd, |cd| {
-        check_out(out)?;
+    with_ref(cd, |cd| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
         // SAFETY: forwarded caller guarantee.
         let (table, column) = unsafe { (str_in(table, "table")?, str_in(column, "column")?) };
         let b = one_column("category", cd.categories(table, column)?)?;
-        // SAFETY: checked non-NULL, writable per the caller.
-        unsafe { export_reader(one_batch(b), out) };
+        export_stream(out, one_batch(b));
         Ok(())
     })
 }
@@ -261,13 +216,13 @@ unsafe fn id_query(
     out: *mut FFI_ArrowArrayStream,
     q: impl FnOnce(&ChromData, &str, &Columns) -> Result<arrow_array::RecordBatch>,
 ) -> dc_status {
-    with_handle(cd, |cd| {
-        check_out(out)?;
+    with_ref(cd, |cd| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
         // SAFETY: forwarded caller guarantees.
         let (id, cols) = unsafe { (str_in(id, id_name)?, columns_in(columns, n_columns)?) };
         let b = q(cd, id, &cols)?;
-        // SAFETY: checked non-NULL, writable per the caller.
-        unsafe { export_reader(one_batch(b), out) };
+        export_stream(out, one_batch(b));
         Ok(())
     })
 }
@@ -361,13 +316,13 @@ pub unsafe extern "C" fn dc_chromdata_iter_traces(
     n_columns: usize,
     out: *mut FFI_ArrowArrayStream,
 ) -> dc_status {
-    with_handle(cd, |cd| {
-        check_out(out)?;
+    with_ref(cd, |cd| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
         // SAFETY: forwarded caller guarantee.
         let cols = unsafe { columns_in(columns, n_columns)? };
         let it = cd.iter_traces(batch, &cols)?;
-        // SAFETY: checked non-NULL, writable per the caller.
-        unsafe { export_reader(Box::new(it), out) };
+        export_stream(out, Box::new(it));
         Ok(())
     })
 }
@@ -384,13 +339,13 @@ pub unsafe extern "C" fn dc_chromdata_iter_cells(
     n_columns: usize,
     out: *mut FFI_ArrowArrayStream,
 ) -> dc_status {
-    with_handle(cd, |cd| {
-        check_out(out)?;
+    with_ref(cd, |cd| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
         // SAFETY: forwarded caller guarantee.
         let cols = unsafe { columns_in(columns, n_columns)? };
         let it = cd.iter_cells(batch, &cols)?;
-        // SAFETY: checked non-NULL, writable per the caller.
-        unsafe { export_reader(Box::new(it), out) };
+        export_stream(out, Box::new(it));
         Ok(())
     })
 }
@@ -408,13 +363,13 @@ pub unsafe extern "C" fn dc_chromdata_read_spots(
     n_columns: usize,
     out: *mut FFI_ArrowArrayStream,
 ) -> dc_status {
-    with_handle(cd, |cd| {
-        check_out(out)?;
+    with_ref(cd, |cd| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
         // SAFETY: forwarded caller guarantee.
         let cols = unsafe { columns_in(columns, n_columns)? };
         let b = cd.read_spots(original_order != 0, &cols)?;
-        // SAFETY: checked non-NULL, writable per the caller.
-        unsafe { export_reader(one_batch(b), out) };
+        export_stream(out, one_batch(b));
         Ok(())
     })
 }

@@ -6,19 +6,20 @@ use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::RecordBatch;
 
 use crate::chromdata::{ChromDataWriter, Layout, WriterOptions};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
+use super::args::{opt_str_in, str_in};
+use super::arrow::BatchIn;
 use super::chromdata::{DC_LAYOUT_FLAT, DC_LAYOUT_PARTITIONED, DC_LAYOUT_PRIMARY_COORDS};
-use super::dataset::str_in;
 use super::error::*;
-use super::writer::{import_batch, take_array};
+use super::handle::{castable, free_handle, new_handle, with_mut};
 
 /// A ChromData store being written (opaque), from `dc_chromdata_writer_create`, released
 /// with `dc_chromdata_writer_free`. Must not be used from several threads at once.
 pub struct dc_chromdata_writer {
-    inner: ChromDataWriter,
-    poisoned: bool,
+    _opaque: [u8; 0],
 }
+castable!(dc_chromdata_writer => ChromDataWriter);
 
 /// A setting of a ChromData writer (`DC_CDW_*`), for `dc_chromdata_writer_set`.
 pub type dc_chromdata_writer_param = i32;
@@ -41,30 +42,6 @@ pub const DC_CDW_OVERWRITE: dc_chromdata_writer_param = 3;
 /// not depend on it.
 pub const DC_CDW_THREADS: dc_chromdata_writer_param = 4;
 
-fn with_cdw(
-    w: *mut dc_chromdata_writer,
-    body: impl FnOnce(&mut ChromDataWriter) -> Result<()>,
-) -> dc_status {
-    let status = guard(|| {
-        // SAFETY: the caller passes NULL or a live handle, used by one thread at a time.
-        let h = unsafe { w.as_mut() }.ok_or_else(|| null_arg("w"))?;
-        if h.poisoned {
-            return Err(Error::new(
-                ErrorKind::State,
-                "the writer is unusable after an internal error; free it",
-            ));
-        }
-        body(&mut h.inner)
-    });
-    if status == DC_ERR_INTERNAL {
-        // SAFETY: as above.
-        if let Some(h) = unsafe { w.as_mut() } {
-            h.poisoned = true;
-        }
-    }
-    status
-}
-
 /// Takes `array` (so that it is released on every path), imports it with `schema` as a
 /// record batch named `what` in messages, and hands it to `body` with the writer.
 ///
@@ -79,12 +56,8 @@ unsafe fn with_cdw_batch(
     body: impl FnOnce(&mut ChromDataWriter, RecordBatch) -> Result<()>,
 ) -> dc_status {
     // SAFETY: per the caller; taken first, so that it is released on every path.
-    let array = unsafe { take_array(array) };
-    with_cdw(w, move |w| {
-        // SAFETY: per the caller.
-        let b = unsafe { import_batch(array, schema, what)? };
-        body(w, b)
-    })
+    let batch = unsafe { BatchIn::take(array, schema, what) };
+    with_mut(w, move |w| body(w, batch.import()?))
 }
 
 /// Starts writing a ChromData store at `path`: a `*.chromdata.zarr` directory, or a zip
@@ -102,20 +75,10 @@ pub unsafe extern "C" fn dc_chromdata_writer_create(
     path: *const c_char,
     out: *mut *mut dc_chromdata_writer,
 ) -> dc_status {
-    guard(|| {
-        if out.is_null() {
-            return Err(null_arg("out"));
-        }
+    new_handle(out, || {
         // SAFETY: caller guarantees a NUL-terminated string (or NULL, rejected).
         let path = unsafe { str_in(path, "path")? };
-        let inner = ChromDataWriter::create_deferred(path, WriterOptions::default())?;
-        let h = Box::into_raw(Box::new(dc_chromdata_writer {
-            inner,
-            poisoned: false,
-        }));
-        // SAFETY: checked non-NULL.
-        unsafe { write_out(out, h) };
-        Ok(())
+        ChromDataWriter::create_deferred(path, WriterOptions::default())
     })
 }
 
@@ -130,7 +93,7 @@ pub unsafe extern "C" fn dc_chromdata_writer_set(
     p: dc_chromdata_writer_param,
     value: i64,
 ) -> dc_status {
-    with_cdw(w, |w| {
+    with_mut(w, |w| {
         let mut o = w.options().clone();
         let bad =
             |what: &str| Error::invalid_argument(format!("{what}: value {value} is out of range"));
@@ -259,12 +222,8 @@ pub unsafe extern "C" fn dc_chromdata_writer_add_table(
     let body = move |w: &mut ChromDataWriter, b: RecordBatch| {
         // SAFETY: NUL-terminated strings per the caller (NULL is rejected or means none).
         let (collection, key) = unsafe { (str_in(collection, "collection")?, str_in(key, "key")?) };
-        let kind = if kind.is_null() {
-            None
-        } else {
-            // SAFETY: as above.
-            Some(unsafe { str_in(kind, "kind")? }).filter(|k| !k.is_empty())
-        };
+        // SAFETY: as above.
+        let kind = unsafe { opt_str_in(kind, "kind")? }.filter(|k| !k.is_empty());
         w.add_table(collection, key, kind, b)
     };
     // SAFETY: per the caller.
@@ -280,7 +239,7 @@ pub unsafe extern "C" fn dc_chromdata_writer_add_table(
 /// `w` is NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn dc_chromdata_writer_finish(w: *mut dc_chromdata_writer) -> dc_status {
-    with_cdw(w, |w| w.finish())
+    with_mut(w, |w| w.finish())
 }
 
 /// Releases the writer; without a successful finish the write is abandoned and its
@@ -290,10 +249,5 @@ pub unsafe extern "C" fn dc_chromdata_writer_finish(w: *mut dc_chromdata_writer)
 /// `w` is NULL or a handle from `dc_chromdata_writer_create`, not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn dc_chromdata_writer_free(w: *mut dc_chromdata_writer) {
-    guard_value((), || {
-        if !w.is_null() {
-            // SAFETY: a handle from Box::into_raw, released once.
-            drop(unsafe { Box::from_raw(w) });
-        }
-    })
+    free_handle(w)
 }

@@ -1,22 +1,29 @@
 //! §3 of the C API: reading datasets.
 
-use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ffi::{c_char, c_void, CString};
 use std::sync::OnceLock;
 
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 
-use crate::dataset::Dataset;
+use crate::dataset::{Dataset, ReaderParam};
 use crate::error::{Error, ErrorKind, Result};
 
+use super::args::{opt_str_in, slice_in, slice_out, str_in, strs_in, Out};
+use super::arrow::export_stream;
 use super::error::*;
+use super::handle::{castable, free_handle, new_handle, with_ref};
 use super::tile::{check_dtype, dc_dtype, values_out};
 
 /// An open dataset (opaque). Created by `dc_dataset_open`, released by `dc_dataset_free`.
 /// May be used from several threads at once.
 pub struct dc_dataset {
-    inner: Dataset,
-    poisoned: AtomicBool,
+    _opaque: [u8; 0],
+}
+castable!(dc_dataset => DatasetHandle);
+
+/// What a `dc_dataset` owns.
+pub(crate) struct DatasetHandle {
+    dataset: Dataset,
     /// Gene names as C strings, built on first use and owned by the handle.
     names: OnceLock<std::result::Result<Vec<CString>, Error>>,
 }
@@ -48,41 +55,6 @@ pub const DC_DATASET_TILE_CACHE: dc_dataset_param = 1;
 /// 1 (default): check each tile's CRC-32 before decoding it; 0: skip the check.
 pub const DC_DATASET_VERIFY_CRC: dc_dataset_param = 2;
 
-/// # Safety
-/// `p` is NULL or a NUL-terminated string.
-pub(crate) unsafe fn str_in<'a>(p: *const c_char, name: &str) -> Result<&'a str> {
-    if p.is_null() {
-        return Err(null_arg(name));
-    }
-    // SAFETY: non-NULL and NUL-terminated per the caller.
-    unsafe { CStr::from_ptr(p) }
-        .to_str()
-        .map_err(|_| Error::invalid_argument(format!("{name} is not valid UTF-8")))
-}
-
-/// Runs `body` on a live handle: NULL is `DC_ERR_INVALID_ARGUMENT`, a poisoned handle
-/// `DC_ERR_STATE`; an internal error poisons it.
-fn with_dataset(ds: *const dc_dataset, body: impl FnOnce(&dc_dataset) -> Result<()>) -> dc_status {
-    let status = guard(|| {
-        // SAFETY: the caller passes NULL or a live handle from dc_dataset_open.
-        let h = unsafe { ds.as_ref() }.ok_or_else(|| null_arg("ds"))?;
-        if h.poisoned.load(Ordering::Relaxed) {
-            return Err(Error::new(
-                ErrorKind::State,
-                "the dataset handle is unusable after an internal error; free it",
-            ));
-        }
-        body(h)
-    });
-    if status == DC_ERR_INTERNAL {
-        // SAFETY: as above.
-        if let Some(h) = unsafe { ds.as_ref() } {
-            h.poisoned.store(true, Ordering::Relaxed);
-        }
-    }
-    status
-}
-
 fn buffer_too_small(needed: u64, message: String) -> Error {
     Error::new(ErrorKind::BufferTooSmall { needed }, message)
 }
@@ -101,21 +73,13 @@ pub unsafe extern "C" fn dc_dataset_open(
     path: *const c_char,
     out: *mut *mut dc_dataset,
 ) -> dc_status {
-    guard(|| {
-        if out.is_null() {
-            return Err(null_arg("out"));
-        }
+    new_handle(out, || {
         // SAFETY: caller guarantees a NUL-terminated string (or NULL, rejected).
         let path = unsafe { str_in(path, "path")? };
-        let inner = Dataset::open(path)?;
-        let handle = Box::into_raw(Box::new(dc_dataset {
-            inner,
-            poisoned: AtomicBool::new(false),
+        Ok(DatasetHandle {
+            dataset: Dataset::open(path)?,
             names: OnceLock::new(),
-        }));
-        // SAFETY: checked non-NULL.
-        unsafe { write_out(out, handle) };
-        Ok(())
+        })
     })
 }
 
@@ -127,12 +91,7 @@ pub unsafe extern "C" fn dc_dataset_open(
 /// using it.
 #[no_mangle]
 pub unsafe extern "C" fn dc_dataset_free(ds: *mut dc_dataset) {
-    guard_value((), || {
-        if !ds.is_null() {
-            // SAFETY: a handle from Box::into_raw, released once.
-            drop(unsafe { Box::from_raw(ds) });
-        }
-    })
+    free_handle(ds)
 }
 
 /// Sets a parameter of the handle: `DC_DATASET_THREADS` (>= 0), `DC_DATASET_TILE_CACHE`
@@ -149,30 +108,39 @@ pub unsafe extern "C" fn dc_dataset_set(
     p: dc_dataset_param,
     value: i64,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        let non_negative = |name: &str| {
-            usize::try_from(value)
-                .map_err(|_| Error::invalid_argument(format!("{name} is {value}, must be >= 0")))
-        };
-        match p {
-            DC_DATASET_THREADS => h.inner.set_threads(non_negative("DC_DATASET_THREADS")?),
-            DC_DATASET_TILE_CACHE => h
-                .inner
-                .set_tile_cache(non_negative("DC_DATASET_TILE_CACHE")?),
-            DC_DATASET_VERIFY_CRC => match value {
-                0 | 1 => h.inner.set_verify_crc(value == 1),
-                _ => {
-                    return Err(Error::invalid_argument(format!(
-                        "DC_DATASET_VERIFY_CRC is {value}, must be 0 or 1"
-                    )))
-                }
-            },
-            _ => {
-                return Err(Error::invalid_argument(format!(
-                    "unknown dc_dataset_param {p}"
-                )))
-            }
-        }
+    with_ref(ds, |h| h.dataset.set_param(reader_param(p)?, value))
+}
+
+/// The core's setting behind a `DC_DATASET_*` constant.
+fn reader_param(p: dc_dataset_param) -> Result<ReaderParam> {
+    match p {
+        DC_DATASET_THREADS => Ok(ReaderParam::Threads),
+        DC_DATASET_TILE_CACHE => Ok(ReaderParam::TileCache),
+        DC_DATASET_VERIFY_CRC => Ok(ReaderParam::VerifyCrc),
+        _ => Err(Error::invalid_argument(format!(
+            "unknown dc_dataset_param {p}"
+        ))),
+    }
+}
+
+/// The range of values `dc_dataset_set` accepts for `p`: `*min ..= *max`. Needs no handle.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (unknown parameter, NULL).
+///
+/// # Safety
+/// `min` and `max` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_param_bounds(
+    p: dc_dataset_param,
+    min: *mut i64,
+    max: *mut i64,
+) -> dc_status {
+    guard(|| {
+        // SAFETY: writable per the caller.
+        let (min, max) = unsafe { (Out::new(min, "min")?, Out::new(max, "max")?) };
+        let b = reader_param(p)?.bounds();
+        min.set(b.min);
+        max.set(b.max);
         Ok(())
     })
 }
@@ -186,11 +154,10 @@ pub unsafe extern "C" fn dc_dataset_info_get(
     ds: *const dc_dataset,
     out: *mut dc_dataset_info,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        if out.is_null() {
-            return Err(null_arg("out"));
-        }
-        let i = h.inner.info();
+    with_ref(ds, |h| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
+        let i = h.dataset.info();
         let info = dc_dataset_info {
             n_cells: i.n_cells,
             n_genes: i.n_genes,
@@ -203,8 +170,7 @@ pub unsafe extern "C" fn dc_dataset_info_get(
             has_var_table: i.has_var_table as i32,
             has_obs: i.has_obs as i32,
         };
-        // SAFETY: checked non-NULL; the caller guarantees it is writable.
-        unsafe { write_out(out, info) };
+        out.set(info);
         Ok(())
     })
 }
@@ -224,12 +190,12 @@ pub unsafe extern "C" fn dc_dataset_tile_bounds(
     n_cells: *mut u64,
     nnz: *mut u64,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        let (f, c, z) = h.inner.tile_bounds(tile)?;
+    with_ref(ds, |h| {
+        let (f, c, z) = h.dataset.tile_bounds(tile)?;
         for (p, v) in [(first_cell, f), (n_cells, c), (nnz, z)] {
-            if !p.is_null() {
-                // SAFETY: non-NULL and writable per the caller.
-                unsafe { write_out(p, v) };
+            // SAFETY: NULL or writable per the caller.
+            if let Some(out) = unsafe { Out::optional(p) } {
+                out.set(v);
             }
         }
         Ok(())
@@ -263,22 +229,17 @@ pub unsafe extern "C" fn dc_dataset_read_tile(
     capacity: u64,
     nnz_out: *mut u64,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        if nnz_out.is_null() {
-            return Err(null_arg("nnz_out"));
-        }
+    with_ref(ds, |h| {
+        // SAFETY: writable per the caller.
+        let nnz_out = unsafe { Out::new(nnz_out, "nnz_out")? };
         check_dtype(dtype)?;
-        let (_, cells, nnz) = h.inner.tile_bounds(tile)?;
+        let (_, cells, nnz) = h.dataset.tile_bounds(tile)?;
         if capacity < nnz {
-            // SAFETY: checked non-NULL.
-            unsafe { write_out(nnz_out, nnz) };
+            nnz_out.set(nnz);
             return Err(buffer_too_small(
                 nnz,
                 format!("tile {tile}: capacity {capacity} is below the tile's {nnz} nonzeros"),
             ));
-        }
-        if indptr.is_null() {
-            return Err(null_arg("indptr"));
         }
         // SAFETY: the caller provides n_cells + 1 indptr entries and capacity >= nnz
         // indices and values, none overlapping.
@@ -289,9 +250,7 @@ pub unsafe extern "C" fn dc_dataset_read_tile(
                 values_out(dtype, values, nnz)?,
             )
         };
-        let got = h.inner.read_tile(tile, indptr, indices, values)?;
-        // SAFETY: checked non-NULL.
-        unsafe { write_out(nnz_out, got) };
+        nnz_out.set(h.dataset.read_tile(tile, indptr, indices, values)?);
         Ok(())
     })
 }
@@ -313,15 +272,12 @@ pub unsafe extern "C" fn dc_dataset_batch_nnz(
     n: usize,
     nnz_out: *mut u64,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        if nnz_out.is_null() {
-            return Err(null_arg("nnz_out"));
-        }
+    with_ref(ds, |h| {
+        // SAFETY: writable per the caller.
+        let nnz_out = unsafe { Out::new(nnz_out, "nnz_out")? };
         // SAFETY: the caller provides n cells.
         let cells = unsafe { slice_in(cells, n as u64, "cells")? };
-        let nnz = h.inner.batch_nnz(cells)?;
-        // SAFETY: checked non-NULL.
-        unsafe { write_out(nnz_out, nnz) };
+        nnz_out.set(h.dataset.batch_nnz(cells)?);
         Ok(())
     })
 }
@@ -356,27 +312,22 @@ pub unsafe extern "C" fn dc_dataset_gather(
     capacity: u64,
     nnz_out: *mut u64,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        if nnz_out.is_null() {
-            return Err(null_arg("nnz_out"));
-        }
+    with_ref(ds, |h| {
+        // SAFETY: writable per the caller.
+        let nnz_out = unsafe { Out::new(nnz_out, "nnz_out")? };
         check_dtype(dtype)?;
         // SAFETY: the caller provides n cells.
         let cells = unsafe { slice_in(cells, n as u64, "cells")? };
-        let plan = h.inner.plan_gather(cells)?;
+        let plan = h.dataset.plan_gather(cells)?;
         let nnz = plan.nnz();
         if capacity < nnz {
-            // SAFETY: checked non-NULL.
-            unsafe { write_out(nnz_out, nnz) };
+            nnz_out.set(nnz);
             return Err(buffer_too_small(
                 nnz,
                 format!(
                     "capacity {capacity} is below the {nnz} nonzeros of the {n} requested cells"
                 ),
             ));
-        }
-        if indptr.is_null() {
-            return Err(null_arg("indptr"));
         }
         // SAFETY: the caller provides n + 1 indptr entries and capacity >= nnz indices and
         // values, none overlapping each other or `cells`.
@@ -387,9 +338,7 @@ pub unsafe extern "C" fn dc_dataset_gather(
                 values_out(dtype, values, nnz)?,
             )
         };
-        let got = h.inner.gather_planned(&plan, indptr, indices, values)?;
-        // SAFETY: checked non-NULL.
-        unsafe { write_out(nnz_out, got) };
+        nnz_out.set(h.dataset.gather_planned(&plan, indptr, indices, values)?);
         Ok(())
     })
 }
@@ -408,18 +357,15 @@ pub unsafe extern "C" fn dc_dataset_gene_order(
     out: *mut i32,
     len: usize,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        let order = h.inner.gene_order()?;
+    with_ref(ds, |h| {
+        let order = h.dataset.gene_order()?;
         if len < order.len() {
             return Err(buffer_too_small(
                 order.len() as u64,
                 format!("len {len} is below n_genes = {}", order.len()),
             ));
         }
-        if out.is_null() {
-            return Err(null_arg("out"));
-        }
-        // SAFETY: the caller provides len >= n_genes writable values.
+        // SAFETY: the caller provides len >= n_genes writable values (NULL is rejected).
         let out = unsafe { slice_out(out, order.len() as u64, "out")? };
         out.copy_from_slice(order);
         Ok(())
@@ -441,14 +387,13 @@ pub unsafe extern "C" fn dc_dataset_var_name(
     gene: u32,
     name_out: *mut *const c_char,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        if name_out.is_null() {
-            return Err(null_arg("name_out"));
-        }
+    with_ref(ds, |h| {
+        // SAFETY: writable per the caller.
+        let name_out = unsafe { Out::new(name_out, "name_out")? };
         let names = h
             .names
             .get_or_init(|| {
-                let names = h.inner.var_names()?;
+                let names = h.dataset.var_names()?;
                 names
                     .iter()
                     .enumerate()
@@ -456,7 +401,7 @@ pub unsafe extern "C" fn dc_dataset_var_name(
                         CString::new(s.as_str()).map_err(|_| {
                             Error::format(format!(
                                 "{}: line {} contains a NUL byte",
-                                h.inner.root().join("var_names.txt").display(),
+                                h.dataset.root().join("var_names.txt").display(),
                                 j + 1
                             ))
                         })
@@ -474,8 +419,8 @@ pub unsafe extern "C" fn dc_dataset_var_name(
                 ),
             )
         })?;
-        // SAFETY: checked non-NULL; the string lives as long as the handle.
-        unsafe { write_out(name_out, name.as_ptr()) };
+        // The string lives as long as the handle.
+        name_out.set(name.as_ptr());
         Ok(())
     })
 }
@@ -494,13 +439,10 @@ pub unsafe extern "C" fn dc_dataset_var_table(
     ds: *mut dc_dataset,
     out: *mut FFI_ArrowArrayStream,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        if out.is_null() {
-            return Err(null_arg("out"));
-        }
-        let reader = h.inner.var_table()?;
-        // SAFETY: checked non-NULL; the caller guarantees it is writable.
-        unsafe { write_out(out, FFI_ArrowArrayStream::new(reader)) };
+    with_ref(ds, |h| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
+        export_stream(out, h.dataset.var_table()?);
         Ok(())
     })
 }
@@ -527,26 +469,16 @@ pub unsafe extern "C" fn dc_dataset_obs(
     n_columns: usize,
     out: *mut FFI_ArrowArrayStream,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        if out.is_null() {
-            return Err(null_arg("out"));
-        }
+    with_ref(ds, |h| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
         let names = if columns.is_null() || n_columns == 0 {
             None
         } else {
-            // SAFETY: the caller provides n_columns string pointers.
-            let ptrs = unsafe { slice_in(columns, n_columns as u64, "columns")? };
-            Some(
-                ptrs.iter()
-                    .enumerate()
-                    // SAFETY: each pointer is NULL (rejected) or a NUL-terminated string.
-                    .map(|(i, &p)| unsafe { str_in(p, &format!("columns[{i}]")) })
-                    .collect::<Result<Vec<&str>>>()?,
-            )
+            // SAFETY: the caller provides n_columns NUL-terminated strings.
+            Some(unsafe { strs_in(columns, n_columns, "columns")? })
         };
-        let reader = h.inner.obs(names.as_deref())?;
-        // SAFETY: checked non-NULL; the caller guarantees it is writable.
-        unsafe { write_out(out, FFI_ArrowArrayStream::new(reader)) };
+        export_stream(out, h.dataset.obs(names.as_deref())?);
         Ok(())
     })
 }
@@ -565,14 +497,10 @@ pub unsafe extern "C" fn dc_dataset_set_cache_dir(
     ds: *mut dc_dataset,
     dir: *const c_char,
 ) -> dc_status {
-    with_dataset(ds, |h| {
-        let dir = if dir.is_null() {
-            None
-        } else {
-            // SAFETY: non-NULL and NUL-terminated per the caller.
-            Some(std::path::PathBuf::from(unsafe { str_in(dir, "dir")? }))
-        };
-        h.inner.set_cache_dir(dir);
+    with_ref(ds, |h| {
+        // SAFETY: NULL or NUL-terminated per the caller.
+        let dir = unsafe { opt_str_in(dir, "dir")? };
+        h.dataset.set_cache_dir(dir.map(std::path::PathBuf::from));
         Ok(())
     })
 }
@@ -595,7 +523,7 @@ mod tests {
         let mut ds: *mut dc_dataset = std::ptr::null_mut();
         // SAFETY: valid string and out-pointer.
         assert_eq!(unsafe { dc_dataset_open(c.as_ptr(), &mut ds) }, DC_OK);
-        assert_eq!(with_dataset(ds, |_| panic!("boom")), DC_ERR_INTERNAL);
+        assert_eq!(with_ref(ds, |_| panic!("boom")), DC_ERR_INTERNAL);
         let mut info = dc_dataset_info::default();
         // SAFETY: live handle, writable out.
         assert_eq!(unsafe { dc_dataset_info_get(ds, &mut info) }, DC_ERR_STATE);

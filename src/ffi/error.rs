@@ -6,7 +6,7 @@ use std::ffi::{c_char, CString};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{ErrorKind, Result};
 
 /// Result of every fallible call (a C `int32_t`; the `DC_OK` / `DC_ERR_*` constants).
 pub type dc_status = i32;
@@ -139,84 +139,30 @@ pub(crate) fn guard_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
     }
 }
 
-pub(crate) fn null_arg(name: &str) -> Error {
-    Error::invalid_argument(format!("{name} is NULL"))
-}
-
-/// Borrows `n` elements at `p`; NULL is accepted only for `n == 0`.
-///
-/// # Safety
-/// When `n > 0`, `p` must point to `n` readable, initialized elements that stay valid and
-/// unmodified for `'a`.
-pub(crate) unsafe fn slice_in<'a, T>(p: *const T, n: u64, name: &str) -> Result<&'a [T]> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() {
-        return Err(null_arg(name));
-    }
-    let n = checked_len::<T>(n, name)?;
-    // SAFETY: non-null, and the caller guarantees n readable elements for 'a.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) })
-}
-
-/// Mutably borrows `n` elements at `p`; NULL is accepted only for `n == 0`.
-///
-/// # Safety
-/// When `n > 0`, `p` must point to `n` writable elements, not aliased by any other slice
-/// in use, valid for `'a`.
-pub(crate) unsafe fn slice_out<'a, T>(p: *mut T, n: u64, name: &str) -> Result<&'a mut [T]> {
-    if n == 0 {
-        return Ok(&mut []);
-    }
-    if p.is_null() {
-        return Err(null_arg(name));
-    }
-    let n = checked_len::<T>(n, name)?;
-    // SAFETY: non-null, and the caller guarantees n writable, unaliased elements for 'a.
-    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
-}
-
-fn checked_len<T>(n: u64, name: &str) -> Result<usize> {
-    let bytes = (n as u128) * (std::mem::size_of::<T>().max(1) as u128);
-    if bytes > isize::MAX as u128 {
-        return Err(Error::invalid_argument(format!(
-            "{name}: {n} elements exceed the address space"
-        )));
-    }
-    Ok(n as usize)
-}
-
-/// Writes an out-parameter (already checked non-NULL).
-///
-/// # Safety
-/// `p` must be valid for a write of `T`.
-pub(crate) unsafe fn write_out<T>(p: *mut T, v: T) {
-    // SAFETY: guaranteed by the caller; no alignment beyond T's is assumed.
-    unsafe { p.write(v) }
-}
-
 /// Name of a status code, e.g. `"DC_ERR_FORMAT"`; `"DC_UNKNOWN_STATUS"` for a value that
 /// is not a status. The string is static.
 #[no_mangle]
 pub extern "C" fn dc_status_name(s: dc_status) -> *const c_char {
-    let name: &'static [u8] = match s {
-        DC_OK => b"DC_OK\0",
-        DC_ERR_INVALID_ARGUMENT => b"DC_ERR_INVALID_ARGUMENT\0",
-        DC_ERR_IO => b"DC_ERR_IO\0",
-        DC_ERR_NOT_FOUND => b"DC_ERR_NOT_FOUND\0",
-        DC_ERR_FORMAT => b"DC_ERR_FORMAT\0",
-        DC_ERR_CHECKSUM => b"DC_ERR_CHECKSUM\0",
-        DC_ERR_UNSUPPORTED => b"DC_ERR_UNSUPPORTED\0",
-        DC_ERR_OUT_OF_RANGE => b"DC_ERR_OUT_OF_RANGE\0",
-        DC_ERR_BUFFER_TOO_SMALL => b"DC_ERR_BUFFER_TOO_SMALL\0",
-        DC_ERR_STATE => b"DC_ERR_STATE\0",
-        DC_ERR_LIMIT => b"DC_ERR_LIMIT\0",
-        DC_ERR_EXISTS => b"DC_ERR_EXISTS\0",
-        DC_ERR_INTERNAL => b"DC_ERR_INTERNAL\0",
-        _ => b"DC_UNKNOWN_STATUS\0",
-    };
-    name.as_ptr().cast()
+    guard_value(c"DC_UNKNOWN_STATUS".as_ptr(), || status_name(s).as_ptr())
+}
+
+fn status_name(s: dc_status) -> &'static std::ffi::CStr {
+    match s {
+        DC_OK => c"DC_OK",
+        DC_ERR_INVALID_ARGUMENT => c"DC_ERR_INVALID_ARGUMENT",
+        DC_ERR_IO => c"DC_ERR_IO",
+        DC_ERR_NOT_FOUND => c"DC_ERR_NOT_FOUND",
+        DC_ERR_FORMAT => c"DC_ERR_FORMAT",
+        DC_ERR_CHECKSUM => c"DC_ERR_CHECKSUM",
+        DC_ERR_UNSUPPORTED => c"DC_ERR_UNSUPPORTED",
+        DC_ERR_OUT_OF_RANGE => c"DC_ERR_OUT_OF_RANGE",
+        DC_ERR_BUFFER_TOO_SMALL => c"DC_ERR_BUFFER_TOO_SMALL",
+        DC_ERR_STATE => c"DC_ERR_STATE",
+        DC_ERR_LIMIT => c"DC_ERR_LIMIT",
+        DC_ERR_EXISTS => c"DC_ERR_EXISTS",
+        DC_ERR_INTERNAL => c"DC_ERR_INTERNAL",
+        _ => c"DC_UNKNOWN_STATUS",
+    }
 }
 
 /// The message of the most recent failing call on the calling thread: one line naming the
@@ -224,8 +170,9 @@ pub extern "C" fn dc_status_name(s: dc_status) -> *const c_char {
 /// Valid until the next `dc_` call on this thread.
 #[no_mangle]
 pub extern "C" fn dc_last_error() -> *const c_char {
-    static EMPTY: &[u8] = b"\0";
-    LAST_ERROR
-        .try_with(|e| e.borrow().as_ptr())
-        .unwrap_or(EMPTY.as_ptr().cast())
+    guard_value(c"".as_ptr(), || {
+        LAST_ERROR
+            .try_with(|e| e.borrow().as_ptr())
+            .unwrap_or(c"".as_ptr())
+    })
 }

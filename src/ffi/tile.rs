@@ -5,6 +5,7 @@ use std::ffi::c_void;
 use crate::error::{Error, ErrorKind};
 use crate::tile::{self, CsrRef, EncodeOptions, Tile, ValuesOut};
 
+use super::args::{null_arg, slice_in, slice_out, Out};
 use super::error::*;
 
 /// Element type of decoded counts (`DC_INT32` or `DC_FLOAT32`).
@@ -79,9 +80,8 @@ pub unsafe extern "C" fn dc_tile_inspect(
     info: *mut dc_tile_info,
 ) -> dc_status {
     guard(|| {
-        if info.is_null() {
-            return Err(null_arg("info"));
-        }
+        // SAFETY: writable per the caller.
+        let info = unsafe { Out::new(info, "info")? };
         // SAFETY: caller guarantees `len` readable bytes at `blob`.
         let blob = unsafe { blob_in(blob, len)? };
         let t = tile::inspect(blob, verify_crc != 0)?;
@@ -94,8 +94,7 @@ pub unsafe extern "C" fn dc_tile_inspect(
             n_exceptions: t.n_exceptions.min(u32::MAX as u64) as u32,
             total_size: t.total_size,
         };
-        // SAFETY: checked non-NULL; caller guarantees it is writable.
-        unsafe { write_out(info, out) };
+        info.set(out);
         Ok(())
     })
 }
@@ -130,24 +129,19 @@ pub unsafe extern "C" fn dc_tile_decode(
     nnz_out: *mut u64,
 ) -> dc_status {
     guard(|| {
-        if nnz_out.is_null() {
-            return Err(null_arg("nnz_out"));
-        }
+        // SAFETY: writable per the caller.
+        let nnz_out = unsafe { Out::new(nnz_out, "nnz_out")? };
         check_dtype(dtype)?;
         // SAFETY: caller guarantees `len` readable bytes at `blob`.
         let blob = unsafe { blob_in(blob, len)? };
         let t = Tile::parse(blob, verify_crc != 0)?;
         let nnz = t.header.nnz;
         if capacity < nnz {
-            // SAFETY: checked non-NULL.
-            unsafe { write_out(nnz_out, nnz) };
+            nnz_out.set(nnz);
             return Err(Error::new(
                 ErrorKind::BufferTooSmall { needed: nnz },
                 format!("capacity {capacity} is below the tile's {nnz} nonzeros"),
             ));
-        }
-        if indptr.is_null() {
-            return Err(null_arg("indptr"));
         }
         // SAFETY: the caller provides n_cells + 1 indptr entries and `capacity` >= nnz
         // indices and values, none overlapping.
@@ -159,8 +153,7 @@ pub unsafe extern "C" fn dc_tile_decode(
             )
         };
         tile::decode_parsed(&t, n_threads as usize, indptr, indices, values)?;
-        // SAFETY: checked non-NULL.
-        unsafe { write_out(nnz_out, nnz) };
+        nnz_out.set(nnz);
         Ok(())
     })
 }
@@ -195,12 +188,13 @@ pub unsafe extern "C" fn dc_tile_encode(
     len_out: *mut usize,
 ) -> dc_status {
     guard(|| {
-        if blob_out.is_null() {
-            return Err(null_arg("blob_out"));
-        }
-        if len_out.is_null() {
-            return Err(null_arg("len_out"));
-        }
+        // SAFETY: writable per the caller.
+        let (blob_out, len_out) = unsafe {
+            (
+                Out::new(blob_out, "blob_out")?,
+                Out::new(len_out, "len_out")?,
+            )
+        };
         if indptr.is_null() {
             return Err(null_arg("indptr"));
         }
@@ -235,11 +229,8 @@ pub unsafe extern "C" fn dc_tile_encode(
         };
         let blob = tile::encode_tile(&csr, opts)?;
         let (ptr, len) = bytes_to_c(&blob)?;
-        // SAFETY: both checked non-NULL.
-        unsafe {
-            write_out(blob_out, ptr);
-            write_out(len_out, len);
-        }
+        blob_out.set(ptr);
+        len_out.set(len);
         Ok(())
     })
 }

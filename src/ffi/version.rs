@@ -2,6 +2,8 @@
 
 use std::ffi::c_char;
 
+use super::error::guard_value;
+
 /// Major version of the library (semantic versioning of the crate).
 pub const DC_VERSION_MAJOR: u32 = 0;
 /// Minor version of the library.
@@ -15,14 +17,15 @@ pub const DC_ABI_VERSION: u32 = 1;
 /// The library version as "MAJOR.MINOR.PATCH" (static string).
 #[no_mangle]
 pub extern "C" fn dc_version() -> *const c_char {
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+    const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
+    guard_value(VERSION.as_ptr().cast(), || VERSION.as_ptr().cast())
 }
 
 /// The ABI version the library was built with; compare with `DC_ABI_VERSION` to detect a
 /// header/library mismatch at run time.
 #[no_mangle]
 pub extern "C" fn dc_abi_version() -> u32 {
-    DC_ABI_VERSION
+    guard_value(DC_ABI_VERSION, || DC_ABI_VERSION)
 }
 
 #[cfg(test)]

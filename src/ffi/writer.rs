@@ -2,24 +2,22 @@
 
 use std::ffi::c_char;
 
-use std::sync::Arc;
+use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 
-use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
-use arrow_array::{Array, RecordBatch, RecordBatchOptions, StructArray};
-use arrow_schema::{DataType, Schema};
+use crate::dataset::{DatasetWriter, WriterOptions, WriterParam};
+use crate::error::{Error, Result};
 
-use crate::dataset::{DatasetWriter, WriterOptions, MAX_CHUNKS};
-use crate::error::{Error, ErrorKind, Result};
-
-use super::dataset::str_in;
+use super::args::{null_arg, slice_in, str_in, strs_in, Out};
+use super::arrow::BatchIn;
 use super::error::*;
+use super::handle::{castable, free_handle, new_handle, with_mut};
 
 /// A dataset being written (opaque). Created by `dc_writer_create`, released by
 /// `dc_writer_free`. Must not be used from several threads at once.
 pub struct dc_writer {
-    inner: DatasetWriter,
-    poisoned: bool,
+    _opaque: [u8; 0],
 }
+castable!(dc_writer => DatasetWriter);
 
 /// A setting of a writer (`DC_WRITER_*`), for `dc_writer_set`.
 pub type dc_writer_param = i32;
@@ -41,33 +39,6 @@ pub const DC_WRITER_OBS_TILES_PER_FILE: dc_writer_param = 5;
 /// `dc_writer_append_obs`.
 pub const DC_WRITER_OBS_MAX_CATEGORIES: dc_writer_param = 6;
 
-/// Runs `body` on a live writer: NULL is `DC_ERR_INVALID_ARGUMENT`, a poisoned writer
-/// `DC_ERR_STATE`; an internal error poisons it.
-fn with_writer(
-    w: *mut dc_writer,
-    body: impl FnOnce(&mut DatasetWriter) -> Result<()>,
-) -> dc_status {
-    let status = guard(|| {
-        // SAFETY: the caller passes NULL or a live handle from dc_writer_create, used by
-        // one thread at a time.
-        let h = unsafe { w.as_mut() }.ok_or_else(|| null_arg("w"))?;
-        if h.poisoned {
-            return Err(Error::new(
-                ErrorKind::State,
-                "the writer is unusable after an internal error; free it",
-            ));
-        }
-        body(&mut h.inner)
-    });
-    if status == DC_ERR_INTERNAL {
-        // SAFETY: as above.
-        if let Some(h) = unsafe { w.as_mut() } {
-            h.poisoned = true;
-        }
-    }
-    status
-}
-
 /// Starts writing a dataset of `n_genes` columns to the directory `path` (its parent must
 /// exist). Everything is written to a hidden temporary directory next to it,
 /// `.<name>.tmp-<pid>-<random>`, and moved into place by `dc_writer_finish`.
@@ -87,20 +58,10 @@ pub unsafe extern "C" fn dc_writer_create(
     n_genes: u32,
     out: *mut *mut dc_writer,
 ) -> dc_status {
-    guard(|| {
-        if out.is_null() {
-            return Err(null_arg("out"));
-        }
+    new_handle(out, || {
         // SAFETY: caller guarantees a NUL-terminated string (or NULL, rejected).
         let path = unsafe { str_in(path, "path")? };
-        let inner = DatasetWriter::create_deferred(path, n_genes, WriterOptions::default())?;
-        let handle = Box::into_raw(Box::new(dc_writer {
-            inner,
-            poisoned: false,
-        }));
-        // SAFETY: checked non-NULL.
-        unsafe { write_out(out, handle) };
-        Ok(())
+        DatasetWriter::create_deferred(path, n_genes, WriterOptions::default())
     })
 }
 
@@ -117,42 +78,48 @@ pub unsafe extern "C" fn dc_writer_set(
     p: dc_writer_param,
     value: i64,
 ) -> dc_status {
-    with_writer(w, |w| {
-        let range = |name: &str, lo: i64, hi: i64| {
-            if (lo..=hi).contains(&value) {
-                Ok(value)
-            } else {
-                Err(Error::invalid_argument(format!(
-                    "{name} is {value}, must be in {lo}..={hi}"
-                )))
-            }
-        };
-        match p {
-            DC_WRITER_TILE_SIZE => {
-                w.set_tile_size(range("DC_WRITER_TILE_SIZE", 1, i64::MAX)? as u64)
-            }
-            DC_WRITER_N_CHUNKS => {
-                w.set_n_chunks(range("DC_WRITER_N_CHUNKS", 1, MAX_CHUNKS as i64)? as u32)
-            }
-            DC_WRITER_ZSTD_LEVEL => {
-                w.set_zstd_level(
-                    range("DC_WRITER_ZSTD_LEVEL", i32::MIN as i64, i32::MAX as i64)? as i32,
-                )
-            }
-            DC_WRITER_THREADS => w.set_threads(range("DC_WRITER_THREADS", 0, i64::MAX)? as usize),
-            DC_WRITER_OVERWRITE => w.set_overwrite(range("DC_WRITER_OVERWRITE", 0, 1)? == 1),
-            DC_WRITER_OBS_TILES_PER_FILE => {
-                w.set_obs_tiles_per_file(range("DC_WRITER_OBS_TILES_PER_FILE", 1, i64::MAX)? as u64)
-            }
-            DC_WRITER_OBS_MAX_CATEGORIES => {
-                w.set_max_categories(
-                    range("DC_WRITER_OBS_MAX_CATEGORIES", 0, i32::MAX as i64)? as usize
-                )
-            }
-            _ => Err(Error::invalid_argument(format!(
+    with_mut(w, |w| w.set_param(writer_param(p)?, value))
+}
+
+/// The core's setting behind a `DC_WRITER_*` constant.
+fn writer_param(p: dc_writer_param) -> Result<WriterParam> {
+    Ok(match p {
+        DC_WRITER_TILE_SIZE => WriterParam::TileSize,
+        DC_WRITER_N_CHUNKS => WriterParam::NChunks,
+        DC_WRITER_ZSTD_LEVEL => WriterParam::ZstdLevel,
+        DC_WRITER_THREADS => WriterParam::Threads,
+        DC_WRITER_OVERWRITE => WriterParam::Overwrite,
+        DC_WRITER_OBS_TILES_PER_FILE => WriterParam::ObsTilesPerFile,
+        DC_WRITER_OBS_MAX_CATEGORIES => WriterParam::ObsMaxCategories,
+        _ => {
+            return Err(Error::invalid_argument(format!(
                 "unknown dc_writer_param {p}"
-            ))),
+            )))
         }
+    })
+}
+
+/// The range of values `dc_writer_set` accepts for `p`: `*min ..= *max` (for
+/// `DC_WRITER_ZSTD_LEVEL`, the range of the zstd the library was built with). Needs no
+/// handle.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (unknown parameter, NULL).
+///
+/// # Safety
+/// `min` and `max` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_writer_param_bounds(
+    p: dc_writer_param,
+    min: *mut i64,
+    max: *mut i64,
+) -> dc_status {
+    guard(|| {
+        // SAFETY: writable per the caller.
+        let (min, max) = unsafe { (Out::new(min, "min")?, Out::new(max, "max")?) };
+        let b = writer_param(p)?.bounds();
+        min.set(b.min);
+        max.set(b.max);
+        Ok(())
     })
 }
 
@@ -171,7 +138,7 @@ pub unsafe extern "C" fn dc_writer_set_gene_order(
     order: *const i32,
     n: usize,
 ) -> dc_status {
-    with_writer(w, |w| {
+    with_mut(w, |w| {
         if order.is_null() {
             return Err(null_arg("order"));
         }
@@ -196,18 +163,12 @@ pub unsafe extern "C" fn dc_writer_set_var_names(
     names: *const *const c_char,
     n: usize,
 ) -> dc_status {
-    with_writer(w, |w| {
+    with_mut(w, |w| {
         if names.is_null() {
             return Err(null_arg("names"));
         }
-        // SAFETY: the caller provides n string pointers.
-        let ptrs = unsafe { slice_in(names, n as u64, "names")? };
-        let names = ptrs
-            .iter()
-            .enumerate()
-            // SAFETY: each pointer is NULL (rejected) or a NUL-terminated string.
-            .map(|(i, &p)| unsafe { str_in(p, &format!("names[{i}]")) })
-            .collect::<Result<Vec<&str>>>()?;
+        // SAFETY: the caller provides n NUL-terminated strings.
+        let names = unsafe { strs_in(names, n, "names")? };
         w.set_var_names(&names)
     })
 }
@@ -235,7 +196,7 @@ pub unsafe extern "C" fn dc_writer_append_csr(
     indices: *const i32,
     values: *const i32,
 ) -> dc_status {
-    with_writer(w, |w| {
+    with_mut(w, |w| {
         if indptr.is_null() {
             return Err(null_arg("indptr"));
         }
@@ -260,69 +221,6 @@ pub unsafe extern "C" fn dc_writer_append_csr(
         };
         w.append_csr(n_rows, indptr, indices, values)
     })
-}
-
-/// Takes ownership of a caller's `struct ArrowArray`: the caller's struct is marked
-/// released at once, whatever happens next (the Arrow C data interface's move semantics).
-///
-/// # Safety
-/// `batch` is NULL or points to a valid (possibly released) `struct ArrowArray`.
-pub(crate) unsafe fn take_array(batch: *mut FFI_ArrowArray) -> Option<FFI_ArrowArray> {
-    if batch.is_null() {
-        return None;
-    }
-    // SAFETY: a valid ArrowArray per the caller; an empty (released) one is left behind,
-    // and the original's release callback runs once, when the returned value is dropped.
-    Some(unsafe { std::ptr::replace(batch, FFI_ArrowArray::empty()) })
-}
-
-/// Imports a record batch given as a struct array and its (borrowed) schema; the
-/// schema's metadata is kept. Every buffer is validated (a C caller's data is not trusted).
-///
-/// # Safety
-/// `schema` is NULL or a valid `struct ArrowSchema` describing `array`.
-pub(crate) unsafe fn import_batch(
-    array: Option<FFI_ArrowArray>,
-    schema: *const FFI_ArrowSchema,
-    what: &str,
-) -> Result<RecordBatch> {
-    let array = array.ok_or_else(|| null_arg(what))?;
-    // SAFETY: NULL or valid per the caller.
-    let schema = unsafe { schema.as_ref() }.ok_or_else(|| null_arg("schema"))?;
-    if array.is_released() {
-        return Err(Error::invalid_argument(format!(
-            "{what} is a released ArrowArray"
-        )));
-    }
-    let bad = |e: &dyn std::fmt::Display| Error::invalid_argument(format!("{what}: {e}"));
-    let dt = DataType::try_from(schema).map_err(|e| bad(&e))?;
-    if !matches!(dt, DataType::Struct(_)) {
-        return Err(Error::invalid_argument(format!(
-            "{what} must be a struct array (a record batch), got {dt}"
-        )));
-    }
-    let fields = Schema::try_from(schema).map_err(|e| bad(&e))?;
-    // SAFETY: the array and its schema come from the caller, who guarantees they agree;
-    // the data is fully validated below before any use.
-    let data = unsafe { from_ffi(array, schema) }.map_err(|e| bad(&e))?;
-    data.validate_full().map_err(|e| bad(&e))?;
-    if !matches!(data.data_type(), DataType::Struct(_)) {
-        return Err(Error::invalid_argument(format!(
-            "{what} must be a struct array (a record batch), got {}",
-            data.data_type()
-        )));
-    }
-    let st = StructArray::from(data);
-    if st.null_count() > 0 {
-        return Err(Error::invalid_argument(format!(
-            "{what}: the struct array has {} null rows; a record batch has none",
-            st.null_count()
-        )));
-    }
-    let n = st.len();
-    let (_, columns, _) = st.into_parts();
-    let opts = RecordBatchOptions::new().with_row_count(Some(n));
-    RecordBatch::try_new_with_options(Arc::new(fields), columns, &opts).map_err(|e| bad(&e))
 }
 
 /// Appends obs rows: one Arrow record batch (a struct array with its schema) per call. Row
@@ -351,12 +249,8 @@ pub unsafe extern "C" fn dc_writer_append_obs(
     schema: *mut FFI_ArrowSchema,
 ) -> dc_status {
     // SAFETY: per the caller; taken first, so that it is released on every path.
-    let array = unsafe { take_array(batch) };
-    with_writer(w, move |w| {
-        // SAFETY: per the caller.
-        let b = unsafe { import_batch(array, schema, "batch")? };
-        w.append_obs(b)
-    })
+    let batch = unsafe { BatchIn::take(batch, schema, "batch") };
+    with_mut(w, move |w| w.append_obs(batch.import()?))
 }
 
 /// Sets the gene table (`var.parquet`): a record batch of n_genes rows in input column
@@ -377,12 +271,8 @@ pub unsafe extern "C" fn dc_writer_set_var_table(
     schema: *mut FFI_ArrowSchema,
 ) -> dc_status {
     // SAFETY: per the caller; taken first, so that it is released on every path.
-    let array = unsafe { take_array(table) };
-    with_writer(w, move |w| {
-        // SAFETY: per the caller.
-        let b = unsafe { import_batch(array, schema, "table")? };
-        w.set_var_table(b)
-    })
+    let table = unsafe { BatchIn::take(table, schema, "table") };
+    with_mut(w, move |w| w.set_var_table(table.import()?))
 }
 
 /// Encodes the remaining rows, waits for every tile, writes `gene_order.npy`,
@@ -399,7 +289,7 @@ pub unsafe extern "C" fn dc_writer_set_var_table(
 /// `w` is a live writer.
 #[no_mangle]
 pub unsafe extern "C" fn dc_writer_finish(w: *mut dc_writer) -> dc_status {
-    with_writer(w, |w| w.finish())
+    with_mut(w, |w| w.finish())
 }
 
 /// Releases a writer. Without a successful `dc_writer_finish` the write is abandoned: its
@@ -410,12 +300,7 @@ pub unsafe extern "C" fn dc_writer_finish(w: *mut dc_writer) -> dc_status {
 /// `w` is NULL or a writer from `dc_writer_create` not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn dc_writer_free(w: *mut dc_writer) {
-    guard_value((), || {
-        if !w.is_null() {
-            // SAFETY: a handle from Box::into_raw, released once.
-            drop(unsafe { Box::from_raw(w) });
-        }
-    })
+    free_handle(w)
 }
 
 #[cfg(test)]
@@ -432,7 +317,7 @@ mod tests {
         let mut w: *mut dc_writer = std::ptr::null_mut();
         // SAFETY: valid string and out-pointer.
         assert_eq!(unsafe { dc_writer_create(c.as_ptr(), 3, &mut w) }, DC_OK);
-        assert_eq!(with_writer(w, |_| panic!("boom")), DC_ERR_INTERNAL);
+        assert_eq!(with_mut(w, |_| panic!("boom")), DC_ERR_INTERNAL);
         // SAFETY: live writer.
         assert_eq!(unsafe { dc_writer_finish(w) }, DC_ERR_STATE);
         // SAFETY: live writer, freed once; the abandoned write is cleaned up.

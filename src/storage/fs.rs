@@ -195,9 +195,27 @@ pub(crate) mod fault {
     }
 }
 
+/// What publishing flushes to disk before the rename that makes a tree visible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    /// Every file and every directory: for writers whose files went through buffered
+    /// libraries (Parquet, Zarr) and were not synced one by one.
+    Tree,
+    /// The directories only: the writer synced each file as it finished it (with
+    /// `write_synced` or `File::sync_all`), and a second fsync of a clean file still costs
+    /// a disk flush.
+    Directories,
+}
+
 /// Flushes every file and directory under `dir` (and `dir` itself) to disk: what makes a
 /// temporary tree durable before it is published.
 pub fn sync_tree(dir: &Path) -> Result<()> {
+    sync_tree_with(dir, Flush::Tree)
+}
+
+/// Flushes the directories under `dir` (and `dir` itself), and the files too with
+/// `Flush::Tree`.
+pub fn sync_tree_with(dir: &Path, flush: Flush) -> Result<()> {
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d).map_err(|e| Error::io(&d, &e))? {
@@ -206,7 +224,7 @@ pub fn sync_tree(dir: &Path) -> Result<()> {
             let kind = entry.file_type().map_err(|e| Error::io(&path, &e))?;
             if kind.is_dir() {
                 stack.push(path);
-            } else if kind.is_file() {
+            } else if kind.is_file() && flush == Flush::Tree {
                 sync_file(&path)?;
             }
         }
@@ -260,15 +278,16 @@ pub enum Existing {
     Replace,
 }
 
-/// Publishes the finished temporary directory `tmp` as `target`: syncs the tree, renames it
-/// into place (an existing target is first moved aside to a hidden name, put back if the
-/// rename fails, and deleted once the new tree is in place), and syncs the parent.
+/// Publishes the finished temporary directory `tmp` as `target`: syncs the tree (`flush`
+/// says whether its files still need it), renames it into place (an existing target is
+/// first moved aside to a hidden name, put back if the rename fails, and deleted once the
+/// new tree is in place), and syncs the parent.
 ///
 /// Errors: `Exists` (with `Existing::Keep`, something is at the target), `Io` (a sync or
 /// rename failed; the message names the path). If only the final sync of the parent
 /// fails, the new tree is in place but its durability is not confirmed.
-pub fn publish_dir(tmp: &Path, target: &Path, existing: Existing) -> Result<()> {
-    sync_tree(tmp)?;
+pub fn publish_dir(tmp: &Path, target: &Path, existing: Existing, flush: Flush) -> Result<()> {
+    sync_tree_with(tmp, flush)?;
     let aside = move_existing_aside(target, existing)?;
     if let Err(e) = std::fs::rename(tmp, target) {
         return Err(match &aside {
@@ -411,16 +430,16 @@ mod tests {
     fn publish_moves_the_tree_into_place() {
         let d = scratch("publish");
         let t = tree(&d);
-        publish_dir(&t.dir, &d.join("out"), Existing::Keep).unwrap();
+        publish_dir(&t.dir, &d.join("out"), Existing::Keep, Flush::Tree).unwrap();
         assert_eq!(std::fs::read(d.join("out/sub/a.bin")).unwrap(), b"abc");
         assert!(!t.dir.exists());
         // A second tree replaces the first only when asked to.
         let t2 = tree(&d);
         std::fs::write(t2.dir.join("manifest.json"), b"{\"new\":1}").unwrap();
-        let e = publish_dir(&t2.dir, &d.join("out"), Existing::Keep).unwrap_err();
+        let e = publish_dir(&t2.dir, &d.join("out"), Existing::Keep, Flush::Tree).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Exists, "{e}");
         assert!(t2.dir.exists(), "a refused publish keeps the new tree");
-        publish_dir(&t2.dir, &d.join("out"), Existing::Replace).unwrap();
+        publish_dir(&t2.dir, &d.join("out"), Existing::Replace, Flush::Tree).unwrap();
         assert_eq!(
             std::fs::read(d.join("out/manifest.json")).unwrap(),
             b"{\"new\":1}"
@@ -444,7 +463,7 @@ mod tests {
         // The OS refuses: the target's parent is a regular file (ENOTDIR).
         std::fs::write(d.join("file"), b"x").unwrap();
         let target = d.join("file").join("out");
-        let e = publish_dir(&t.dir, &target, Existing::Keep).unwrap_err();
+        let e = publish_dir(&t.dir, &target, Existing::Keep, Flush::Tree).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Io, "{e}");
         assert!(e.message.contains(&target.display().to_string()), "{e}");
         assert!(t.dir.join("sub/a.bin").exists(), "the tree is kept");
@@ -456,7 +475,7 @@ mod tests {
         let d = scratch("fsync-tree");
         let t = tree(&d);
         fault::fail_sync_of("sub/a.bin");
-        let e = publish_dir(&t.dir, &d.join("out"), Existing::Keep).unwrap_err();
+        let e = publish_dir(&t.dir, &d.join("out"), Existing::Keep, Flush::Tree).unwrap_err();
         fault::clear();
         assert_eq!(e.kind, ErrorKind::Io, "{e}");
         assert!(
@@ -468,11 +487,29 @@ mod tests {
     }
 
     #[test]
+    fn files_already_synced_are_not_synced_again() {
+        let d = scratch("fsync-dirs");
+        let t = tree(&d);
+        // With Flush::Directories only directories are flushed: a file that would fail is
+        // not touched, a directory that fails stops the publish.
+        fault::fail_sync_of("a.bin");
+        publish_dir(&t.dir, &d.join("out"), Existing::Keep, Flush::Directories).unwrap();
+        fault::clear();
+        let t2 = tree(&d);
+        fault::fail_sync_of("/sub");
+        let e = publish_dir(&t2.dir, &d.join("out2"), Existing::Keep, Flush::Directories);
+        fault::clear();
+        assert_eq!(e.unwrap_err().kind, ErrorKind::Io);
+        assert!(!d.join("out2").exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
     fn a_failed_fsync_of_the_parent_is_reported() {
         let d = scratch("fsync-parent");
         let t = tree(&d);
         fault::fail_sync_of_exactly(&d);
-        let e = publish_dir(&t.dir, &d.join("out"), Existing::Keep).unwrap_err();
+        let e = publish_dir(&t.dir, &d.join("out"), Existing::Keep, Flush::Tree).unwrap_err();
         fault::clear();
         assert_eq!(e.kind, ErrorKind::Io, "{e}");
         assert!(e.message.contains(&d.display().to_string()), "{e}");
@@ -541,11 +578,16 @@ mod tests {
         let target = d.join("ds");
         let mut w = DatasetWriter::create(&target, 3, WriterOptions::default()).unwrap();
         w.append_csr(2, &[0, 1, 3], &[2, 0, 1], &[5, 1, 7]).unwrap();
-        fault::fail_sync_of("tile_000000.dct");
+        // Its files are synced as they are written (tiles on the pool); publishing syncs
+        // the directories, here on this thread.
+        fault::fail_sync_of("tiles");
         let e = w.finish().unwrap_err();
         fault::clear();
         assert_eq!(e.kind, ErrorKind::Io, "{e}");
-        assert!(e.message.contains("tile_000000.dct"), "{e}");
+        assert!(
+            e.message.contains("tiles") && e.message.contains("directory"),
+            "{e}"
+        );
         assert!(!exists(&target), "nothing published");
         w.finish().unwrap();
         assert_eq!(Dataset::open(&target).unwrap().info().n_cells, 2);

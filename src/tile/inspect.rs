@@ -66,92 +66,99 @@ fn refuse_big_endian() -> Result<()> {
     Ok(())
 }
 
+/// The header's own rules: version, flags, reserved field, sizes, and where the chunk
+/// table and the indptr lie in a tile of `size` bytes. Returns the end of the indptr.
+fn check_header(h: &TileHeader, size: u64) -> Result<u64> {
+    if h.version != FORMAT_VERSION {
+        return Err(Error::unsupported(format!(
+            "tile format version {} (byte 8); this build reads version {FORMAT_VERSION}",
+            h.version
+        )));
+    }
+    if h.flags != 0 {
+        return Err(Error::unsupported(format!(
+            "unknown tile flags 0x{:08x} (byte 12); version 2 defines none",
+            h.flags
+        )));
+    }
+    if h.reserved != 0 {
+        return Err(Error::format(format!(
+            "reserved header field (byte 60) is {}, must be 0",
+            h.reserved
+        )));
+    }
+    if h.total_size != size {
+        return Err(Error::format(format!(
+            "total_size (byte 48) is {} but the object is {} bytes{}",
+            h.total_size,
+            size,
+            if h.total_size > size {
+                " (truncated)"
+            } else {
+                " (trailing bytes)"
+            }
+        )));
+    }
+    if h.n_genes == 0 || h.n_genes as u64 > MAX_GENES {
+        return Err(Error::format(format!(
+            "n_genes (byte 32) is {}, must be in 1..2^31",
+            h.n_genes
+        )));
+    }
+    let table_end = HEADER_SIZE as u64 + CHUNK_ENTRY_SIZE as u64 * h.n_chunks as u64;
+    if table_end > size {
+        return Err(Error::format(format!(
+            "chunk table of {} entries (n_chunks, byte 36) ends at byte {table_end}, past the end of the {size}-byte tile",
+            h.n_chunks
+        )));
+    }
+    if !h.indptr_off.is_multiple_of(8) {
+        return Err(Error::format(format!(
+            "indptr_off (byte 40) is {}, not a multiple of 8",
+            h.indptr_off
+        )));
+    }
+    if h.indptr_off < table_end {
+        return Err(Error::format(format!(
+            "indptr_off (byte 40) is {}, inside the chunk table that ends at byte {table_end}",
+            h.indptr_off
+        )));
+    }
+    let indptr_end = h
+        .n_cells
+        .checked_add(1)
+        .and_then(|n| n.checked_mul(8))
+        .and_then(|b| b.checked_add(h.indptr_off))
+        .filter(|&e| e <= size)
+        .ok_or_else(|| {
+            Error::format(format!(
+                "indptr of {} cells (n_cells, byte 16) at byte {} runs past the end of the {size}-byte tile",
+                h.n_cells, h.indptr_off
+            ))
+        })?;
+    if h.n_cells == 0 && h.n_chunks != 0 {
+        return Err(Error::format(format!(
+            "a tile with zero cells has zero chunks, this one declares {}",
+            h.n_chunks
+        )));
+    }
+    if h.n_cells > 0 && h.n_chunks == 0 {
+        return Err(Error::format(format!(
+            "tile of {} cells has no chunks",
+            h.n_cells
+        )));
+    }
+    Ok(indptr_end)
+}
+
 impl<'a> Tile<'a> {
     /// Validates header, chunk table, indptr, the frame headers of every stream, and
     /// (if `verify_crc`) the CRC-32.
     pub fn parse(blob: &'a [u8], verify_crc: bool) -> Result<Tile<'a>> {
         refuse_big_endian()?;
         let h = TileHeader::parse(blob)?;
-        if h.version != FORMAT_VERSION {
-            return Err(Error::unsupported(format!(
-                "tile format version {} (byte 8); this build reads version {FORMAT_VERSION}",
-                h.version
-            )));
-        }
-        if h.flags != 0 {
-            return Err(Error::unsupported(format!(
-                "unknown tile flags 0x{:08x} (byte 12); version 2 defines none",
-                h.flags
-            )));
-        }
-        if h.reserved != 0 {
-            return Err(Error::format(format!(
-                "reserved header field (byte 60) is {}, must be 0",
-                h.reserved
-            )));
-        }
-        if h.total_size != blob.len() as u64 {
-            return Err(Error::format(format!(
-                "total_size (byte 48) is {} but the object is {} bytes{}",
-                h.total_size,
-                blob.len(),
-                if h.total_size > blob.len() as u64 {
-                    " (truncated)"
-                } else {
-                    " (trailing bytes)"
-                }
-            )));
-        }
-        if h.n_genes == 0 || h.n_genes as u64 > MAX_GENES {
-            return Err(Error::format(format!(
-                "n_genes (byte 32) is {}, must be in 1..2^31",
-                h.n_genes
-            )));
-        }
+        let indptr_end = check_header(&h, blob.len() as u64)?;
         let size = blob.len() as u64;
-        let table_end = HEADER_SIZE as u64 + CHUNK_ENTRY_SIZE as u64 * h.n_chunks as u64;
-        if table_end > size {
-            return Err(Error::format(format!(
-                "chunk table of {} entries (n_chunks, byte 36) ends at byte {table_end}, past the end of the {size}-byte tile",
-                h.n_chunks
-            )));
-        }
-        if !h.indptr_off.is_multiple_of(8) {
-            return Err(Error::format(format!(
-                "indptr_off (byte 40) is {}, not a multiple of 8",
-                h.indptr_off
-            )));
-        }
-        if h.indptr_off < table_end {
-            return Err(Error::format(format!(
-                "indptr_off (byte 40) is {}, inside the chunk table that ends at byte {table_end}",
-                h.indptr_off
-            )));
-        }
-        let indptr_end = h
-            .n_cells
-            .checked_add(1)
-            .and_then(|n| n.checked_mul(8))
-            .and_then(|b| b.checked_add(h.indptr_off))
-            .filter(|&e| e <= size)
-            .ok_or_else(|| {
-                Error::format(format!(
-                    "indptr of {} cells (n_cells, byte 16) at byte {} runs past the end of the {size}-byte tile",
-                    h.n_cells, h.indptr_off
-                ))
-            })?;
-        if h.n_cells == 0 && h.n_chunks != 0 {
-            return Err(Error::format(format!(
-                "a tile with zero cells has zero chunks, this one declares {}",
-                h.n_chunks
-            )));
-        }
-        if h.n_cells > 0 && h.n_chunks == 0 {
-            return Err(Error::format(format!(
-                "tile of {} cells has no chunks",
-                h.n_cells
-            )));
-        }
         if verify_crc {
             let crc = crc32fast::hash(&blob[HEADER_SIZE..]);
             if crc != h.crc32 {
@@ -170,63 +177,7 @@ impl<'a> Tile<'a> {
         };
         let (mut cell, mut nz) = (0u64, 0u64);
         for c in 0..h.n_chunks as usize {
-            let at = HEADER_SIZE + c * CHUNK_ENTRY_SIZE;
-            let e = ChunkEntry::parse(&blob[at..at + CHUNK_ENTRY_SIZE]);
-            let fail = |rule: String| {
-                Error::format(format!("chunk {c} (table entry at byte {at}): {rule}"))
-            };
-            if e.cell_lo != cell || e.nnz_lo != nz {
-                return Err(fail(format!(
-                    "starts at cell {} / nonzero {}, previous chunk ended at cell {cell} / nonzero {nz}",
-                    e.cell_lo, e.nnz_lo
-                )));
-            }
-            if e.cell_hi < e.cell_lo || e.cell_hi > h.n_cells {
-                return Err(fail(format!(
-                    "cell range {}..{} is not within 0..{} (n_cells)",
-                    e.cell_lo, e.cell_hi, h.n_cells
-                )));
-            }
-            if e.nnz_hi < e.nnz_lo || e.nnz_hi > h.nnz {
-                return Err(fail(format!(
-                    "nonzero range {}..{} is not within 0..{} (nnz)",
-                    e.nnz_lo, e.nnz_hi, h.nnz
-                )));
-            }
-            if e.nnz() >= 1 << 32 {
-                return Err(fail(format!(
-                    "{} nonzeros; a chunk holds fewer than 2^32",
-                    e.nnz()
-                )));
-            }
-            let n = e.nnz();
-            for (kind, s) in [
-                (StreamKind::Gaps, e.gaps),
-                (StreamKind::Vals, e.vals),
-                (StreamKind::Vexc, e.vexc),
-                (StreamKind::Gexc, e.gexc),
-            ] {
-                let exception = matches!(kind, StreamKind::Vexc | StreamKind::Gexc);
-                if exception && s.len == 0 {
-                    continue;
-                }
-                let content = tile.check_frame(c, at, kind, s, indptr_end)?;
-                let rule =
-                    |r: String| fail(format!("{} frame at byte {}: {r}", kind.name(), s.off));
-                if exception {
-                    if !content.is_multiple_of(8) || content / 8 > n {
-                        return Err(rule(format!(
-                            "holds {content} bytes; an exception frame holds 8*k bytes with k <= {n} (the chunk's nonzeros)"
-                        )));
-                    }
-                    tile.n_exceptions += content / 8;
-                } else if content != 2 * n {
-                    return Err(rule(format!(
-                        "declares {content} bytes; a chunk of {n} nonzeros needs exactly {}",
-                        2 * n
-                    )));
-                }
-            }
+            let e = tile.check_chunk(c, (cell, nz), indptr_end)?;
             cell = e.cell_hi;
             nz = e.nnz_hi;
             tile.chunks.push(e);
@@ -239,6 +190,75 @@ impl<'a> Tile<'a> {
         }
         tile.check_indptr()?;
         Ok(tile)
+    }
+
+    /// Entry `c` of the chunk table: it continues where the previous chunk ended
+    /// (`(cell, nonzero)`), stays within the tile, and its streams are well-formed frames of
+    /// the sizes its nonzeros imply. Counts the chunk's exceptions.
+    fn check_chunk(
+        &mut self,
+        c: usize,
+        (cell, nz): (u64, u64),
+        indptr_end: u64,
+    ) -> Result<ChunkEntry> {
+        let h = self.header;
+        let blob = self.blob;
+        let at = HEADER_SIZE + c * CHUNK_ENTRY_SIZE;
+        let e = ChunkEntry::parse(&blob[at..at + CHUNK_ENTRY_SIZE]);
+        let fail =
+            |rule: String| Error::format(format!("chunk {c} (table entry at byte {at}): {rule}"));
+        if e.cell_lo != cell || e.nnz_lo != nz {
+            return Err(fail(format!(
+                "starts at cell {} / nonzero {}, previous chunk ended at cell {cell} / nonzero {nz}",
+                e.cell_lo, e.nnz_lo
+            )));
+        }
+        if e.cell_hi < e.cell_lo || e.cell_hi > h.n_cells {
+            return Err(fail(format!(
+                "cell range {}..{} is not within 0..{} (n_cells)",
+                e.cell_lo, e.cell_hi, h.n_cells
+            )));
+        }
+        if e.nnz_hi < e.nnz_lo || e.nnz_hi > h.nnz {
+            return Err(fail(format!(
+                "nonzero range {}..{} is not within 0..{} (nnz)",
+                e.nnz_lo, e.nnz_hi, h.nnz
+            )));
+        }
+        if e.nnz() >= 1 << 32 {
+            return Err(fail(format!(
+                "{} nonzeros; a chunk holds fewer than 2^32",
+                e.nnz()
+            )));
+        }
+        let n = e.nnz();
+        for (kind, s) in [
+            (StreamKind::Gaps, e.gaps),
+            (StreamKind::Vals, e.vals),
+            (StreamKind::Vexc, e.vexc),
+            (StreamKind::Gexc, e.gexc),
+        ] {
+            let exception = matches!(kind, StreamKind::Vexc | StreamKind::Gexc);
+            if exception && s.len == 0 {
+                continue;
+            }
+            let content = self.check_frame(c, at, kind, s, indptr_end)?;
+            let rule = |r: String| fail(format!("{} frame at byte {}: {r}", kind.name(), s.off));
+            if exception {
+                if !content.is_multiple_of(8) || content / 8 > n {
+                    return Err(rule(format!(
+                        "holds {content} bytes; an exception frame holds 8*k bytes with k <= {n} (the chunk's nonzeros)"
+                    )));
+                }
+                self.n_exceptions += content / 8;
+            } else if content != 2 * n {
+                return Err(rule(format!(
+                    "declares {content} bytes; a chunk of {n} nonzeros needs exactly {}",
+                    2 * n
+                )));
+            }
+        }
+        Ok(e)
     }
 
     /// A stream must lie after the indptr, start on an 8-byte boundary, be one zstd frame

@@ -848,6 +848,72 @@ static void test_bad_parameters(void)
   free(path);
 }
 
+/* Every parameter's range, as dc_*_param_bounds report it, is exactly what dc_*_set accepts:
+ * both ends accepted, one step beyond either end refused. */
+static void test_parameter_bounds(void)
+{
+  g_context = "reader parameter bounds";
+  dc_dataset *ds = NULL;
+  EXPECT_OK(dc_dataset_open(g_main, &ds));
+  const dc_dataset_param rp[] = {DC_DATASET_THREADS, DC_DATASET_TILE_CACHE, DC_DATASET_VERIFY_CRC};
+  for (size_t i = 0; i < sizeof rp / sizeof rp[0]; i++) {
+    int64_t lo = 7, hi = -7;
+    EXPECT_OK(dc_dataset_param_bounds(rp[i], &lo, &hi));
+    CHECK(lo == 0 && lo <= hi);
+    EXPECT_OK(dc_dataset_set(ds, rp[i], lo));
+    EXPECT_OK(dc_dataset_set(ds, rp[i], hi));
+    EXPECT_ERR(dc_dataset_set(ds, rp[i], lo - 1), DC_ERR_INVALID_ARGUMENT, NULL);
+    if (hi < INT64_MAX)
+      EXPECT_ERR(dc_dataset_set(ds, rp[i], hi + 1), DC_ERR_INVALID_ARGUMENT, NULL);
+  }
+  int64_t lo = 0, hi = 0;
+  EXPECT_OK(dc_dataset_param_bounds(DC_DATASET_VERIFY_CRC, &lo, &hi));
+  CHECK(lo == 0 && hi == 1);
+  EXPECT_OK(dc_dataset_set(ds, DC_DATASET_THREADS, 0));
+  EXPECT_OK(dc_dataset_set(ds, DC_DATASET_TILE_CACHE, 2));
+  dc_dataset_free(ds);
+  lo = 5, hi = 6;
+  EXPECT_ERR(dc_dataset_param_bounds(3, &lo, &hi), DC_ERR_INVALID_ARGUMENT, "3");
+  EXPECT_ERR(dc_dataset_param_bounds(DC_DATASET_THREADS, NULL, &hi), DC_ERR_INVALID_ARGUMENT, "min");
+  EXPECT_ERR(dc_dataset_param_bounds(DC_DATASET_THREADS, &lo, NULL), DC_ERR_INVALID_ARGUMENT, "max");
+  CHECK(lo == 5 && hi == 6); /* out-parameters are written only on DC_OK */
+
+  g_context = "writer parameter bounds";
+  const dc_writer_param wp[] = {DC_WRITER_TILE_SIZE,  DC_WRITER_N_CHUNKS,           DC_WRITER_ZSTD_LEVEL,
+                                DC_WRITER_THREADS,    DC_WRITER_OVERWRITE,          DC_WRITER_OBS_TILES_PER_FILE,
+                                DC_WRITER_OBS_MAX_CATEGORIES};
+  char *path = tmp_path("param_bounds.dcds");
+  dc_writer *w = NULL;
+  EXPECT_OK(dc_writer_create(path, 4, &w));
+  for (size_t i = 0; i < sizeof wp / sizeof wp[0]; i++) {
+    lo = 7, hi = -7;
+    EXPECT_OK(dc_writer_param_bounds(wp[i], &lo, &hi));
+    CHECK(lo <= hi);
+    EXPECT_OK(dc_writer_set(w, wp[i], lo));
+    EXPECT_OK(dc_writer_set(w, wp[i], hi));
+    if (lo > INT64_MIN)
+      EXPECT_ERR(dc_writer_set(w, wp[i], lo - 1), DC_ERR_INVALID_ARGUMENT, NULL);
+    if (hi < INT64_MAX)
+      EXPECT_ERR(dc_writer_set(w, wp[i], hi + 1), DC_ERR_INVALID_ARGUMENT, NULL);
+  }
+  /* the documented ranges */
+  EXPECT_OK(dc_writer_param_bounds(DC_WRITER_N_CHUNKS, &lo, &hi));
+  CHECK(lo == 1 && hi == 65536);
+  EXPECT_OK(dc_writer_param_bounds(DC_WRITER_ZSTD_LEVEL, &lo, &hi));
+  CHECK(lo < 0 && hi >= 19); /* the linked zstd's: negative fast levels up to at least 19 */
+  EXPECT_OK(dc_writer_param_bounds(DC_WRITER_OVERWRITE, &lo, &hi));
+  CHECK(lo == 0 && hi == 1);
+  EXPECT_OK(dc_writer_param_bounds(DC_WRITER_TILE_SIZE, &lo, &hi));
+  CHECK(lo == 1 && hi == INT64_MAX);
+  dc_writer_free(w); /* abandoned: nothing written */
+  lo = 5, hi = 6;
+  EXPECT_ERR(dc_writer_param_bounds(7, &lo, &hi), DC_ERR_INVALID_ARGUMENT, "7");
+  EXPECT_ERR(dc_writer_param_bounds(-1, &lo, &hi), DC_ERR_INVALID_ARGUMENT, NULL);
+  EXPECT_ERR(dc_writer_param_bounds(DC_WRITER_TILE_SIZE, NULL, NULL), DC_ERR_INVALID_ARGUMENT, NULL);
+  CHECK(lo == 5 && hi == 6);
+  free(path);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Errors: reading                                                                            */
 /* ------------------------------------------------------------------------------------------ */
@@ -1367,6 +1433,7 @@ int main(void)
   test_roundtrip();
   test_null_arguments();
   test_bad_parameters();
+  test_parameter_bounds();
   test_not_found_and_out_of_range();
   test_corrupt_tile();
   test_bad_manifest();

@@ -285,6 +285,9 @@ static void test_dataset(const std::string &dir) {
   ds.set(DC_DATASET_TILE_CACHE, 1);
   ds.set_cache_dir(dir + "/cache");
   EXPECT_ERROR(DC_ERR_INVALID_ARGUMENT, ds.set(DC_DATASET_VERIFY_CRC, 7));
+  CHECK((dc::Dataset::param_bounds(DC_DATASET_VERIFY_CRC) == std::pair<int64_t, int64_t>{0, 1}));
+  CHECK((dc::Writer::param_bounds(DC_WRITER_N_CHUNKS) == std::pair<int64_t, int64_t>{1, 65536}));
+  EXPECT_ERROR(DC_ERR_INVALID_ARGUMENT, dc::Writer::param_bounds(99));
 
   // Expected rows in output space, computed here from the input.
   std::vector<std::map<int32_t, int32_t>> expect(7);

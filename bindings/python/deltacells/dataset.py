@@ -175,6 +175,16 @@ class Dataset(Handle):
             call(_capi.dc_dataset_set, self._live(), _PARAMS[key], int(value))
             self._settings[key] = int(value)
 
+    @staticmethod
+    def param_bounds(key: str) -> tuple[int, int]:
+        """The values ``set(key=...)`` accepts, as ``(min, max)`` inclusive
+        (``dc_dataset_param_bounds``)."""
+        if key not in _PARAMS:
+            raise TypeError(f"unknown dataset setting {key!r}; known: {', '.join(_PARAMS)}")
+        lo, hi = ctypes.c_int64(), ctypes.c_int64()
+        call(_capi.dc_dataset_param_bounds, _PARAMS[key], ctypes.byref(lo), ctypes.byref(hi))
+        return lo.value, hi.value
+
     def set_cache_dir(self, directory: Optional[str]) -> None:
         """Where obs columns are cached locally (``dc_dataset_set_cache_dir``); None restores
         the default (``$DELTACELLS_CACHE``, ``$XDG_CACHE_HOME/deltacells``, ``~/.cache/deltacells``)."""

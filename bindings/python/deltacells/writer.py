@@ -95,6 +95,16 @@ class Writer(Handle):
                 raise TypeError(f"unknown writer setting {key!r}; known: {', '.join(_PARAMS)}")
             call(_capi.dc_writer_set, self._live(), _PARAMS[key], int(value))
 
+    @staticmethod
+    def param_bounds(key: str) -> tuple[int, int]:
+        """The values ``set(key=...)`` accepts, as ``(min, max)`` inclusive
+        (``dc_writer_param_bounds``; the zstd levels are those of the bundled zstd)."""
+        if key not in _PARAMS:
+            raise TypeError(f"unknown writer setting {key!r}; known: {', '.join(_PARAMS)}")
+        lo, hi = ctypes.c_int64(), ctypes.c_int64()
+        call(_capi.dc_writer_param_bounds, _PARAMS[key], ctypes.byref(lo), ctypes.byref(hi))
+        return lo.value, hi.value
+
     def set_gene_order(self, order: Sequence[int]) -> None:
         """Output column j = input column ``order[j]`` (``dc_writer_set_gene_order``)."""
         a = np.ascontiguousarray(order, dtype=np.int32)

@@ -148,6 +148,20 @@ def test_pickle_reopens_with_settings(mouse_dataset, mouse):
         ds.set(threads=-1)
 
 
+def test_parameter_bounds_are_what_set_accepts(mouse_dataset):
+    ds = dc.Dataset(mouse_dataset)
+    assert dc.Dataset.param_bounds("verify_crc") == (0, 1)
+    lo, hi = dc.Dataset.param_bounds("tile_cache")
+    ds.set(tile_cache=lo)
+    with pytest.raises(dc.InvalidArgumentError):
+        ds.set(tile_cache=lo - 1)
+    assert dc.Writer.param_bounds("n_chunks") == (1, 65536)
+    lo, hi = dc.Writer.param_bounds("zstd_level")
+    assert lo < 0 and hi >= 19  # the bundled zstd's range
+    with pytest.raises(TypeError, match="unknown writer setting"):
+        dc.Writer.param_bounds("nonsense")
+
+
 def test_closed_handle_and_context_manager(mouse_dataset):
     with dc.Dataset(mouse_dataset) as ds:
         obs = ds.obs_reader(["n_counts"])

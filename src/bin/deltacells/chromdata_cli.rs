@@ -8,7 +8,7 @@ use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use deltacells::chromdata::{fofct, ChromData, Columns, Layout, WriterOptions};
 use deltacells::{Error, Result};
 
-use super::Args;
+use super::args::Args;
 
 pub const HELP: &str = "usage:
   deltacells chromdata info STORE

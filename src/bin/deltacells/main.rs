@@ -23,7 +23,10 @@ use deltacells::dataset::{self, Dataset, WriterOptions};
 use deltacells::tile::{self, EncodeOptions, Tile, ValuesOut};
 use deltacells::{Error, Result};
 
+mod args;
 mod chromdata_cli;
+
+use args::Args;
 
 /// `println!` that ignores a closed stdout (`deltacells info | head` must not panic).
 macro_rules! say {
@@ -137,70 +140,6 @@ const TILE_HELP: &str = "usage:
 Single tiles (one file holding all cells of INPUT): encode, describe, decode with every check.
 INPUT: a 10x Genomics matrix folder or a Matrix Market file (genes x cells).
 By default genes are reordered by decreasing total count, as deltacells datasets store them.";
-
-const FLAG_NAMES: [&str; 6] = [
-    "--no-sort-genes",
-    "--help",
-    "-h",
-    "--overwrite",
-    "--tiles",
-    "--float32",
-];
-
-/// Parsed command line: positional words and `--name [value]` options.
-struct Args {
-    words: Vec<String>,
-    opts: Vec<(String, Option<String>)>,
-}
-
-impl Args {
-    fn parse(raw: Vec<String>) -> Args {
-        const FLAGS: [&str; 6] = FLAG_NAMES;
-        let (mut words, mut opts) = (Vec::new(), Vec::new());
-        let mut it = raw.into_iter();
-        while let Some(a) = it.next() {
-            if a.starts_with("--") || a == "-h" {
-                let v = if FLAGS.contains(&a.as_str()) {
-                    None
-                } else {
-                    it.next()
-                };
-                opts.push((a, v));
-            } else {
-                words.push(a);
-            }
-        }
-        Args { words, opts }
-    }
-    fn flag(&self, name: &str) -> bool {
-        self.opts.iter().any(|(n, _)| n == name)
-    }
-    fn value(&self, name: &str) -> Option<&str> {
-        self.opts
-            .iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| v.as_deref())
-    }
-    fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T> {
-        match self.value(name) {
-            None => Ok(default),
-            Some(v) => v.parse().map_err(|_| {
-                Error::invalid_argument(format!("{name}: '{v}' is not a valid number"))
-            }),
-        }
-    }
-    fn check_known(&self, known: &[&str]) -> Result<()> {
-        for (n, v) in &self.opts {
-            if !known.contains(&n.as_str()) {
-                return Err(Error::invalid_argument(format!("unknown option {n}")));
-            }
-            if v.is_none() && !FLAG_NAMES.contains(&n.as_str()) {
-                return Err(Error::invalid_argument(format!("{n} needs a value")));
-            }
-        }
-        Ok(())
-    }
-}
 
 fn read_input(path: &Path, sort_genes: bool) -> Result<CellMatrix> {
     let matrix = if path.is_dir() {

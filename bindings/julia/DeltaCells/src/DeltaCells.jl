@@ -18,7 +18,7 @@ using SparseArrays
 export DeltaCellsError, Dataset, Writer, ChromData, ChromDataWriter, ArrowStream,
        info, gather, read_tile, var_names, gene_order, obs, var_table, write_dataset,
        tile_encode, tile_decode, tile_inspect, get_trace, get_cell, get_chrom, read_spots,
-       table, abi_version, library_version
+       table, abi_version, library_version, param_bounds
 
 const libdeltacells = get(ENV, "DELTACELLS_LIB", "libdeltacells")
 
@@ -117,6 +117,12 @@ Base.size(ds::Dataset) = (i = info(ds); (Int(i.n_genes), Int(i.n_cells)))
 
 "Sets `L.DC_DATASET_THREADS`, `L.DC_DATASET_TILE_CACHE` or `L.DC_DATASET_VERIFY_CRC`."
 set!(ds::Dataset, param::Integer, value::Integer) = check(L.dc_dataset_set(handle(ds), param, value))
+"The values `set!(::Dataset, param, value)` accepts, as a range `min:max`."
+function param_bounds(::Type{Dataset}, param::Integer)
+    lo, hi = Ref{Int64}(0), Ref{Int64}(0)
+    check(L.dc_dataset_param_bounds(param, lo, hi))
+    return lo[]:hi[]
+end
 set_cache_dir!(ds::Dataset, dir::Union{Nothing,AbstractString}) =
     check(L.dc_dataset_set_cache_dir(handle(ds), dir === nothing ? C_NULL : dir))
 
@@ -222,6 +228,12 @@ end
 handle(w::Writer) = w.ptr == C_NULL ? throw(ArgumentError("the writer was closed")) : w.ptr
 
 set!(w::Writer, param::Integer, value::Integer) = check(L.dc_writer_set(handle(w), param, value))
+"The values `set!(::Writer, param, value)` accepts, as a range `min:max`."
+function param_bounds(::Type{Writer}, param::Integer)
+    lo, hi = Ref{Int64}(0), Ref{Int64}(0)
+    check(L.dc_writer_param_bounds(param, lo, hi))
+    return lo[]:hi[]
+end
 set_gene_order!(w::Writer, order::AbstractVector{<:Integer}) =
     (o = Int32[x - 1 for x in order]; check(L.dc_writer_set_gene_order(handle(w), o, length(o))))
 function set_var_names!(w::Writer, names::AbstractVector{<:AbstractString})

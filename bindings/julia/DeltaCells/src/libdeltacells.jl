@@ -243,6 +243,11 @@ function dc_dataset_set(ds, p, value)
     ccall((:dc_dataset_set, libdeltacells), dc_status, (Ptr{dc_dataset}, dc_dataset_param, Int64), ds, p, value)
 end
 
+# dc_status dc_dataset_param_bounds(dc_dataset_param p, int64_t * min, int64_t * max)
+function dc_dataset_param_bounds(p, min, max)
+    ccall((:dc_dataset_param_bounds, libdeltacells), dc_status, (dc_dataset_param, Ptr{Int64}, Ptr{Int64}), p, min, max)
+end
+
 # dc_status dc_dataset_info_get(const struct dc_dataset * ds, struct dc_dataset_info * out)
 function dc_dataset_info_get(ds, out)
     ccall((:dc_dataset_info_get, libdeltacells), dc_status, (Ptr{dc_dataset}, Ptr{dc_dataset_info}), ds, out)
@@ -341,6 +346,11 @@ end
 # dc_status dc_writer_set(struct dc_writer * w, dc_writer_param p, int64_t value)
 function dc_writer_set(w, p, value)
     ccall((:dc_writer_set, libdeltacells), dc_status, (Ptr{dc_writer}, dc_writer_param, Int64), w, p, value)
+end
+
+# dc_status dc_writer_param_bounds(dc_writer_param p, int64_t * min, int64_t * max)
+function dc_writer_param_bounds(p, min, max)
+    ccall((:dc_writer_param_bounds, libdeltacells), dc_status, (dc_writer_param, Ptr{Int64}, Ptr{Int64}), p, min, max)
 end
 
 # dc_status dc_writer_set_gene_order(struct dc_writer * w, const int32_t * order, size_t n)

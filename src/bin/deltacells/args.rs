@@ -1,0 +1,69 @@
+//! The command line: positional words and `--name [value]` options (shared by every
+//! subcommand, so its own module).
+
+use deltacells::{Error, Result};
+
+/// Options that take no value.
+const FLAG_NAMES: [&str; 6] = [
+    "--no-sort-genes",
+    "--help",
+    "-h",
+    "--overwrite",
+    "--tiles",
+    "--float32",
+];
+
+/// Parsed command line: positional words and `--name [value]` options.
+pub struct Args {
+    pub words: Vec<String>,
+    opts: Vec<(String, Option<String>)>,
+}
+
+impl Args {
+    pub fn parse(raw: Vec<String>) -> Args {
+        const FLAGS: [&str; 6] = FLAG_NAMES;
+        let (mut words, mut opts) = (Vec::new(), Vec::new());
+        let mut it = raw.into_iter();
+        while let Some(a) = it.next() {
+            if a.starts_with("--") || a == "-h" {
+                let v = if FLAGS.contains(&a.as_str()) {
+                    None
+                } else {
+                    it.next()
+                };
+                opts.push((a, v));
+            } else {
+                words.push(a);
+            }
+        }
+        Args { words, opts }
+    }
+    pub fn flag(&self, name: &str) -> bool {
+        self.opts.iter().any(|(n, _)| n == name)
+    }
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.opts
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v.as_deref())
+    }
+    pub fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T> {
+        match self.value(name) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| {
+                Error::invalid_argument(format!("{name}: '{v}' is not a valid number"))
+            }),
+        }
+    }
+    pub fn check_known(&self, known: &[&str]) -> Result<()> {
+        for (n, v) in &self.opts {
+            if !known.contains(&n.as_str()) {
+                return Err(Error::invalid_argument(format!("unknown option {n}")));
+            }
+            if v.is_none() && !FLAG_NAMES.contains(&n.as_str()) {
+                return Err(Error::invalid_argument(format!("{n} needs a value")));
+            }
+        }
+        Ok(())
+    }
+}
