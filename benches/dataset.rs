@@ -116,7 +116,7 @@ fn main() {
         },
         sort_genes: true,
     };
-    convert::convert(&mut src, &ds_path, &opts, &mut |_, _| {}).unwrap();
+    convert::convert(&mut src, &ds_path, &opts, &deltacells::progress::Silent).unwrap();
     let ds = Dataset::open(&ds_path).unwrap();
     assert_eq!(ds.info().n_tiles, 10);
     let mut rng = Rng(42);
@@ -197,8 +197,13 @@ fn main() {
             let _ = std::fs::remove_dir_all(&out);
             let mut s = convert::open_source(&dir).unwrap();
             summary = Some(
-                convert::convert(s.as_mut(), &out, &ConvertOptions::default(), &mut |_, _| {})
-                    .unwrap(),
+                convert::convert(
+                    s.as_mut(),
+                    &out,
+                    &ConvertOptions::default(),
+                    &deltacells::progress::Silent,
+                )
+                .unwrap(),
             );
         });
         let s = summary.unwrap();

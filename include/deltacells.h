@@ -524,6 +524,66 @@ dc_status dc_chromdata_read_spots(struct dc_chromdata *cd,
                                   struct ArrowArrayStream *out);
 
 /**
+ * Metadata of a pass-through entry as JSON (UTF-8, no NUL terminator), in a buffer the
+ * caller releases with `dc_bytes_free`. `kind` and `path` (original keys; member keys
+ * inside results mappings, `n_path` = depth):
+ * - "results", {key, ...} → `{"type", "kind", "function", "params", "inputs",
+ *   "uchrom_version", "created_utc" (each only if stored), "value" (json entries: the
+ *   stored tagged JSON), "keys" (mappings: member keys in order)}`;
+ * - "cellm" | "binm", {key} → `{"shape": [...], "dtype": "float64" | ...}`;
+ * - "intervals", {key} → `{"kind": ..., "source_result": ... or null}`; "points", {key} → `{}`;
+ * - "uns", n_path 0 → the stored tagged-JSON dict (array references left as tags);
+ * - "contacts" | "links", n_path 0 → the records, each with "resolved_path" added.
+ *
+ * Unknown kind or key → `DC_ERR_NOT_FOUND`; a path of the wrong depth →
+ * `DC_ERR_INVALID_ARGUMENT`; malformed stored metadata → `DC_ERR_FORMAT`.
+ *
+ * # Safety
+ * `cd` is a live handle; `kind` a NUL-terminated string; `path` NULL (n_path 0) or
+ * `n_path` strings; `json_out` and `len_out` writable.
+ */
+dc_status dc_chromdata_attrs(struct dc_chromdata *cd,
+                             const char *kind,
+                             const char *const *path,
+                             size_t n_path,
+                             uint8_t **json_out,
+                             size_t *len_out);
+
+/**
+ * An array entry ("cellm" / "binm" {key}, "results" {key, ...} of type array, "uns"
+ * {stored array name}) as one record batch with one non-null column "value": 1-D → a
+ * primitive array of the stored type; 2-D (n, k) → FixedSizeList<k>; more dimensions →
+ * nested FixedSizeLists, row-major. Rows = the first dimension; the field metadata
+ * "shape" holds the full shape as a JSON list.
+ *
+ * Errors: unknown kind or key → `DC_ERR_NOT_FOUND`; a results entry that is not an array
+ * → `DC_ERR_INVALID_ARGUMENT`; a data type or codec this build does not read →
+ * `DC_ERR_UNSUPPORTED`.
+ *
+ * # Safety
+ * `cd` is a live handle; `kind` a NUL-terminated string; `path` NULL (n_path 0) or
+ * `n_path` strings; `out` writable.
+ */
+dc_status dc_chromdata_array(struct dc_chromdata *cd,
+                             const char *kind,
+                             const char *const *path,
+                             size_t n_path,
+                             struct ArrowArrayStream *out);
+
+/**
+ * A results entry of type table ({key, member keys...}) as a stream, normalised as
+ * `dc_chromdata_table` normalises tables. Unknown key → `DC_ERR_NOT_FOUND`; an entry of
+ * another type → `DC_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `cd` is a live handle; `path` points to `n_path` strings; `out` writable.
+ */
+dc_status dc_chromdata_result_table(struct dc_chromdata *cd,
+                                    const char *const *path,
+                                    size_t n_path,
+                                    struct ArrowArrayStream *out);
+
+/**
  * Starts writing a ChromData store at `path`: a `*.chromdata.zarr` directory, or a zip
  * when the path ends in `.cdz` (its parent must exist). Everything is built in a hidden
  * temporary sibling `.<name>.tmp-<pid>-<random>` and moved into place by

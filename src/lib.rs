@@ -17,6 +17,8 @@ pub mod fork;
 /// cbindgen:ignore
 pub mod pool;
 /// cbindgen:ignore
+pub mod progress;
+/// cbindgen:ignore
 pub mod storage;
 /// cbindgen:ignore
 pub mod tile;

@@ -281,3 +281,132 @@ fn c_open_reports_the_status_of_each_invalid_store() {
         DC_ERR_NOT_FOUND
     );
 }
+
+fn status_of_kind(s: &str) -> dc_status {
+    match s {
+        "NotFound" => DC_ERR_NOT_FOUND,
+        "InvalidArgument" => DC_ERR_INVALID_ARGUMENT,
+        "Format" => DC_ERR_FORMAT,
+        other => panic!("unknown kind {other}"),
+    }
+}
+
+/// §5.1 through the C functions: dc_chromdata_attrs (JSON bytes freed with dc_bytes_free),
+/// dc_chromdata_array and dc_chromdata_result_table answer like the manifest says, with
+/// the expected statuses for unknown kinds, keys and wrong types; argument checks.
+#[test]
+fn c_pass_through_content() {
+    let Some(dir) = stores() else { return };
+    let m = manifest(dir);
+    let mut n = 0;
+    for s in m["stores"].as_array().unwrap() {
+        let name = s["path"].as_str().unwrap();
+        if !name.starts_with("main_") && !name.starts_with("nocell_") {
+            continue;
+        }
+        let h = open(&dir.join(name));
+        let exp_dir = dir.join(s["expected_dir"].as_str().unwrap());
+        for q in s["components"].as_array().unwrap() {
+            let what = format!("{name} {q}");
+            let path: Vec<&str> = q["path"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap())
+                .collect();
+            let (_owned, ptrs) = cols(&path);
+            let pp = if ptrs.is_empty() {
+                ptr::null()
+            } else {
+                ptrs.as_ptr()
+            };
+            let kind = CString::new(q["what"].as_str().unwrap_or("results")).unwrap();
+            let mut out = FFI_ArrowArrayStream::empty();
+            let mut json: *mut u8 = ptr::null_mut();
+            let mut len = 0usize;
+            // SAFETY: live handle, valid strings and out-parameters.
+            let st = unsafe {
+                match q["kind"].as_str().unwrap() {
+                    "attrs" => {
+                        dc_chromdata_attrs(h, kind.as_ptr(), pp, ptrs.len(), &mut json, &mut len)
+                    }
+                    "array" => dc_chromdata_array(h, kind.as_ptr(), pp, ptrs.len(), &mut out),
+                    _ => dc_chromdata_result_table(h, pp, ptrs.len(), &mut out),
+                }
+            };
+            if let Some(err) = q.get("error") {
+                assert_eq!(st, status_of_kind(err.as_str().unwrap()), "{what}");
+                assert!(json.is_null(), "{what}: out-parameter written on error");
+                assert!(!last_error().is_empty());
+                n += 1;
+                continue;
+            }
+            assert_eq!(st, DC_OK, "{what}: {}", last_error());
+            match q["kind"].as_str().unwrap() {
+                "attrs" => {
+                    // SAFETY: json/len returned by the library.
+                    let bytes = unsafe { std::slice::from_raw_parts(json, len) }.to_vec();
+                    // SAFETY: released once.
+                    unsafe { dc_bytes_free(json, len) };
+                    let got: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                    assert_eq!(got, q["json"], "{what}");
+                }
+                "array" => {
+                    let b = read_stream(out);
+                    let f = b.schema().field(0).clone();
+                    assert_eq!(
+                        serde_json::from_str::<serde_json::Value>(&f.metadata()["shape"]).unwrap(),
+                        q["shape"],
+                        "{what}"
+                    );
+                    assert_eq!(b.num_rows() as u64, q["shape"][0].as_u64().unwrap());
+                }
+                _ => {
+                    let got = read_stream(out);
+                    let want = read_expected(&exp_dir.join(q["file"].as_str().unwrap()));
+                    assert_same(&got, &want, &what);
+                }
+            }
+            n += 1;
+        }
+        // Argument checks: NULL out-parameters, NULL path with n_path > 0, bad UTF-8.
+        let kind = CString::new("uns").unwrap();
+        let mut json: *mut u8 = ptr::null_mut();
+        let mut len = 0usize;
+        // SAFETY: deliberately bad arguments; the library checks them.
+        unsafe {
+            assert_eq!(
+                dc_chromdata_attrs(h, kind.as_ptr(), ptr::null(), 0, ptr::null_mut(), &mut len),
+                DC_ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                dc_chromdata_attrs(h, kind.as_ptr(), ptr::null(), 1, &mut json, &mut len),
+                DC_ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                dc_chromdata_attrs(
+                    ptr::null_mut(),
+                    kind.as_ptr(),
+                    ptr::null(),
+                    0,
+                    &mut json,
+                    &mut len
+                ),
+                DC_ERR_INVALID_ARGUMENT
+            );
+            let bad = [0xffu8, 0];
+            let mut out = FFI_ArrowArrayStream::empty();
+            let p = [bad.as_ptr() as *const c_char];
+            assert_eq!(
+                dc_chromdata_array(h, c"cellm".as_ptr(), p.as_ptr(), 1, &mut out),
+                DC_ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                dc_chromdata_result_table(h, p.as_ptr(), 1, ptr::null_mut()),
+                DC_ERR_INVALID_ARGUMENT
+            );
+            dc_chromdata_free(h);
+        }
+    }
+    assert!(n > 150, "only {n} component calls checked");
+}

@@ -324,3 +324,160 @@ fn metadata_model_round_trips_every_python_store() {
     }
     assert_eq!(layouts.len(), 3, "every layout checked: {layouts:?}");
 }
+
+/// Flattens the `value` column of an array batch (nested fixed-size lists) to JSON values,
+/// row-major, and returns them with the shape from the field metadata.
+pub fn array_values(b: &arrow_array::RecordBatch) -> (Vec<u64>, Value) {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::*;
+    use arrow_array::Array;
+    use arrow_schema::DataType;
+    assert_eq!(b.num_columns(), 1);
+    let f = b.schema().field(0).clone();
+    assert_eq!(f.name(), "value");
+    assert!(!f.is_nullable(), "value is a non-null column");
+    let shape: Vec<u64> = serde_json::from_str(&f.metadata()["shape"]).unwrap();
+    assert_eq!(b.num_rows() as u64, shape.first().copied().unwrap_or(1));
+    let mut a = b.column(0).clone();
+    let mut depth = 1;
+    while let DataType::FixedSizeList(_, k) = a.data_type() {
+        assert_eq!(*k as u64, shape[depth], "list size at depth {depth}");
+        depth += 1;
+        a = a.as_fixed_size_list().values().clone();
+    }
+    assert_eq!(depth, shape.len().max(1), "nesting depth = dimensions");
+    assert_eq!(a.null_count(), 0);
+    macro_rules! vals {
+        ($t:ty) => {
+            a.as_primitive::<$t>()
+                .values()
+                .iter()
+                .map(|v| serde_json::json!(v))
+                .collect()
+        };
+    }
+    let v: Vec<Value> = match a.data_type() {
+        DataType::Boolean => a.as_boolean().values().iter().map(Value::Bool).collect(),
+        DataType::Int8 => vals!(Int8Type),
+        DataType::Int16 => vals!(Int16Type),
+        DataType::Int32 => vals!(Int32Type),
+        DataType::Int64 => vals!(Int64Type),
+        DataType::UInt8 => vals!(UInt8Type),
+        DataType::UInt16 => vals!(UInt16Type),
+        DataType::UInt32 => vals!(UInt32Type),
+        DataType::UInt64 => vals!(UInt64Type),
+        DataType::Float32 => a
+            .as_primitive::<Float32Type>()
+            .values()
+            .iter()
+            .map(|v| serde_json::json!(f64::from(*v)))
+            .collect(),
+        DataType::Float64 => vals!(Float64Type),
+        t => panic!("unexpected element type {t}"),
+    };
+    (shape, Value::Array(v))
+}
+
+fn err_kind(s: &str) -> ErrorKind {
+    match s {
+        "InvalidArgument" => ErrorKind::InvalidArgument,
+        other => kind_of(other),
+    }
+}
+
+/// §12 content (C API §5.1): attributes, arrays and result tables of every layout and .cdz
+/// equal what the independent writer stored.
+#[test]
+fn components_read_as_stored() {
+    let Some(dir) = stores() else { return };
+    let m = manifest(dir);
+    let mut n = 0;
+    for s in m["stores"].as_array().unwrap() {
+        let path = dir.join(s["path"].as_str().unwrap());
+        let cd = ChromData::open(&path).unwrap();
+        let exp_dir = dir.join(s["expected_dir"].as_str().unwrap());
+        for q in s["components"].as_array().unwrap() {
+            let what = format!("{} {q}", s["path"]);
+            let p: Vec<&str> = q["path"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap())
+                .collect();
+            let kind = q["kind"].as_str().unwrap();
+            let w = q["what"].as_str().unwrap_or("results");
+            if let Some(err) = q.get("error") {
+                let e = match kind {
+                    "attrs" => cd.attrs(w, &p).map(|_| ()),
+                    "array" => cd.array(w, &p).map(|_| ()),
+                    _ => cd.result_table(&p).map(|_| ()),
+                }
+                .expect_err(&what);
+                assert_eq!(e.kind, err_kind(err.as_str().unwrap()), "{what}: {e}");
+            } else {
+                match kind {
+                    "attrs" => {
+                        let got = cd.attrs(w, &p).unwrap_or_else(|e| panic!("{what}: {e}"));
+                        assert_eq!(got, q["json"], "{what}");
+                    }
+                    "array" => {
+                        let b = cd.array(w, &p).unwrap_or_else(|e| panic!("{what}: {e}"));
+                        let (shape, vals) = array_values(&b);
+                        assert_eq!(serde_json::json!(shape), q["shape"], "{what}");
+                        assert_eq!(vals, q["values"], "{what}");
+                        let a = cd.attrs(w, &p);
+                        if w != "results" && w != "uns" {
+                            assert_eq!(a.unwrap()["dtype"], q["dtype"], "{what}");
+                        }
+                    }
+                    _ => {
+                        let got = cd
+                            .result_table(&p)
+                            .unwrap_or_else(|e| panic!("{what}: {e}"));
+                        let want = read_expected(&exp_dir.join(q["file"].as_str().unwrap()));
+                        assert_same(&got, &want, &what);
+                    }
+                }
+            }
+            n += 1;
+        }
+    }
+    assert!(n > 500, "only {n} component queries checked");
+}
+
+/// The §12 part of the metadata model: every component group and results member of the
+/// Python stores parses, and what the model emits is the same JSON value.
+#[test]
+fn component_model_round_trips_every_python_store() {
+    let Some(dir) = stores() else { return };
+    let path = dir.join("main_22.chromdata.zarr");
+    let read = |rel: &str| -> Value {
+        serde_json::from_slice(&std::fs::read(path.join(rel)).unwrap()).unwrap()
+    };
+    let check = |what: &str, rel: &str| {
+        let doc = read(rel);
+        let out = deltacells::chromdata::component_metadata_round_trip(what, &doc)
+            .unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let back: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(back, doc, "{rel}");
+    };
+    for g in ["cellm", "binm", "results", "uns", "contacts", "links"] {
+        check("group", &format!("{g}/zarr.json"));
+    }
+    let mut n = 0;
+    for rel in [
+        "results/tads.arcfish",
+        "results/dist",
+        "results/summary",
+        "results/nothing",
+        "results/fishnet.ensemble",
+        "results/fishnet.ensemble/chr1",
+        "results/fishnet.ensemble/chr1/mask",
+        "results/fishnet.ensemble/_1",
+        "results/_5",
+    ] {
+        check("result", &format!("{rel}/zarr.json"));
+        n += 1;
+    }
+    assert_eq!(n, 9);
+}

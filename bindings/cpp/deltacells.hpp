@@ -881,6 +881,34 @@ public:
     return ArrowStream(&s);
   }
 
+  /// dc_chromdata_attrs: metadata of a pass-through entry as JSON text. `path`: the
+  /// original key, then member keys inside results mappings; empty for "uns", "contacts"
+  /// and "links".
+  std::string attrs(const std::string &kind, const std::vector<std::string> &path = {}) {
+    detail::cstrings p(path);
+    uint8_t *json = nullptr;
+    size_t len = 0;
+    detail::check(dc_chromdata_attrs(h_, kind.c_str(), p.data(), p.size(), &json, &len), "dc_chromdata_attrs");
+    std::string out(reinterpret_cast<const char *>(json), len);
+    dc_bytes_free(json, len);
+    return out;
+  }
+  /// dc_chromdata_array: a "cellm" / "binm" / "results" / "uns" array as one batch with one
+  /// column "value" (nested fixed-size lists; field metadata "shape").
+  ArrowStream array(const std::string &kind, const std::vector<std::string> &path) {
+    detail::cstrings p(path);
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_array(h_, kind.c_str(), p.data(), p.size(), &s), "dc_chromdata_array");
+    return ArrowStream(&s);
+  }
+  /// dc_chromdata_result_table: a results entry of type table.
+  ArrowStream result_table(const std::vector<std::string> &path) {
+    detail::cstrings p(path);
+    struct ArrowArrayStream s;
+    detail::check(dc_chromdata_result_table(h_, p.data(), p.size(), &s), "dc_chromdata_result_table");
+    return ArrowStream(&s);
+  }
+
 private:
   explicit ChromData(dc_chromdata *h) noexcept : h_(h) {}
   dc_chromdata *h_ = nullptr;

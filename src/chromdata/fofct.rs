@@ -23,6 +23,7 @@ use arrow_schema::{DataType, Field, Schema};
 
 use super::{ChromDataWriter, WriterOptions};
 use crate::error::{Error, ErrorKind, Result};
+use crate::progress::{self, Observer, Progress, Stage, Unit};
 
 /// Rows per appended chunk (at most; fewer under small memory budgets).
 pub const CHUNK_ROWS: usize = 65536;
@@ -72,9 +73,35 @@ pub fn import(
     out_path: impl AsRef<Path>,
     options: WriterOptions,
 ) -> Result<u64> {
+    import_observed(csv_path, out_path, options, &progress::Silent)
+}
+
+/// [`import`], telling `observer` how far it got: [`Stage::Read`] in bytes of the table
+/// (after every chunk of rows), then [`Stage::Finish`] (the writer's sort, merge and index;
+/// no count) before and after. A cancel abandons the write: nothing appears at `out_path`.
+pub fn import_observed(
+    csv_path: impl AsRef<Path>,
+    out_path: impl AsRef<Path>,
+    options: WriterOptions,
+    observer: &dyn Observer,
+) -> Result<u64> {
     let csv = csv_path.as_ref();
     let disp = csv.display().to_string();
     let f = File::open(csv).map_err(|e| Error::io(csv, &e))?;
+    let file_bytes = f.metadata().map(|m| m.len()).ok();
+    let mut bytes_read = 0u64;
+    let read_progress = |done| {
+        progress::report(
+            observer,
+            Progress {
+                stage: Stage::Read,
+                unit: Unit::Bytes,
+                done,
+                total: file_bytes,
+            },
+        )
+    };
+    read_progress(0)?;
     let mut lines = BufReader::with_capacity(1 << 20, f);
     let mut header: Option<Vec<String>> = None;
     // An eighth of the budget holds the chunk of parsed lines (about 64 bytes per field);
@@ -101,6 +128,7 @@ pub fn import(
         if n == 0 {
             break;
         }
+        bytes_read += n as u64;
         line_no += 1;
         let line = buf.trim_end_matches(['\n', '\r']);
         if line.trim().is_empty() {
@@ -148,6 +176,7 @@ pub fn import(
         }
         if cols[0].values.len() >= chunk_rows {
             total += flush(&mut w, &mut cols, &disp)?;
+            read_progress(bytes_read)?;
         }
     }
     if cols.is_empty() {
@@ -156,7 +185,21 @@ pub fn import(
         )));
     }
     total += flush(&mut w, &mut cols, &disp)?;
+    read_progress(bytes_read)?;
+    let finish_progress = |done, total| {
+        progress::report(
+            observer,
+            Progress {
+                stage: Stage::Finish,
+                unit: Unit::Rows,
+                done,
+                total,
+            },
+        )
+    };
+    finish_progress(0, None)?;
     w.finish()?;
+    finish_progress(total, Some(total))?;
     Ok(total)
 }
 

@@ -22,7 +22,7 @@ mod wcol;
 mod writer;
 mod wstore;
 
-pub use read::{CatValue, ChromData, Columns, Info, SpotBatches};
+pub use read::{CatValue, ChromData, Columns, Info, SpotBatches, SHAPE_METADATA};
 #[doc(hidden)]
 pub use read::{FileRead, PlanQuery};
 pub use spec::Layout;
@@ -37,4 +37,15 @@ pub fn metadata_round_trip(
     tables: &serde_json::Value,
 ) -> crate::error::Result<(Vec<u8>, Vec<u8>)> {
     spec::round_trip(root, tables)
+}
+
+/// Test hook of the metadata model (not part of the API): parses a §12 node document
+/// (`what` = "group" for a component group, "result" for a results member), emits it and
+/// checks that the emitted bytes parse back to the same model; returns them.
+#[doc(hidden)]
+pub fn component_metadata_round_trip(
+    what: &str,
+    doc: &serde_json::Value,
+) -> crate::error::Result<Vec<u8>> {
+    spec::component_round_trip(what, doc)
 }

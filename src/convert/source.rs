@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::dataset::{DatasetWriter, WriterOptions};
 use crate::error::{Error, ErrorKind, Result};
+use crate::progress::{self, Observer, Progress, Stage, Unit};
 
 use super::mtx::{self, CellMatrix};
 use super::tables::{self, Tables, VarNamesFrom};
@@ -163,14 +164,15 @@ pub struct ConvertSummary {
     pub total_seconds: f64,
 }
 
-/// Converts `source` into a new dataset at `output`. `progress(cells_done, n_cells)` is
-/// called after every block of cells. An error (or a kill) leaves no dataset at `output`:
-/// the writer works in a temporary directory and publishes only in `finish`.
+/// Converts `source` into a new dataset at `output`. `observer` hears of the cells read and
+/// written ([`Stage::Read`], in cells) after every block of cells; it may cancel. An error,
+/// a cancel (or a kill) leaves no dataset at `output`: the writer works in a temporary
+/// directory and publishes only in `finish`.
 pub fn convert(
     source: &mut dyn CellSource,
     output: &Path,
     opts: &ConvertOptions,
-    progress: &mut dyn FnMut(u64, u64),
+    observer: &dyn Observer,
 ) -> Result<ConvertSummary> {
     let t0 = Instant::now();
     let (n_cells, n_genes) = (source.n_cells(), source.n_genes());
@@ -195,7 +197,18 @@ pub fn convert(
     let block = opts.writer.tile_size.clamp(1, 1 << 20);
     let mut nnz = 0u64;
     let mut lo = 0u64;
-    progress(0, n_cells);
+    let progress = |done| {
+        progress::report(
+            observer,
+            Progress {
+                stage: Stage::Read,
+                unit: Unit::Cells,
+                done,
+                total: Some(n_cells),
+            },
+        )
+    };
+    progress(0)?;
     while lo < n_cells {
         let hi = (lo + block).min(n_cells);
         let m = source.read_cells(lo, hi)?;
@@ -210,7 +223,7 @@ pub fn convert(
                 }
             })?;
         lo = hi;
-        progress(lo, n_cells);
+        progress(lo)?;
     }
     let tables_stored = tables::attach_tables(&mut writer, tables)?;
     writer.finish()?;

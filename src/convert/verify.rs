@@ -5,10 +5,12 @@
 //! announces must exist and be valid. Problems are collected (one line each), not stopped at.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::dataset::{paths, Dataset};
 use crate::error::{Error, Result};
 use crate::pool;
+use crate::progress::{self, Observer, Progress, Stage, Unit};
 use crate::tile::ValuesOut;
 
 /// The outcome of `verify_dataset`.
@@ -45,21 +47,32 @@ fn check_rows(indptr: &[i64], indices: &[i32], values: &[i32]) -> Option<String>
     None
 }
 
-/// Verifies the dataset at `root` with `threads` threads (0 = default).
-pub fn verify_dataset(root: &Path, threads: usize) -> VerifyReport {
-    let mut rep = VerifyReport::default();
-    let ds = match Dataset::open(root) {
-        Ok(d) => d,
-        Err(e) => {
-            rep.problems.push(e.message);
-            return rep;
-        }
+/// Decodes and checks every tile on `threads` threads, adding to `rep`; false if the
+/// observer cancelled before the first tile.
+fn check_tiles(
+    ds: &Dataset,
+    threads: usize,
+    observer: &dyn Observer,
+    rep: &mut VerifyReport,
+) -> bool {
+    let n_tiles = rep.n_tiles;
+    let tiles: Vec<u64> = (0..n_tiles).collect();
+    let checked = AtomicU64::new(0);
+    let tick = |done| {
+        progress::report(
+            observer,
+            Progress {
+                stage: Stage::Verify,
+                unit: Unit::Tiles,
+                done,
+                total: Some(n_tiles),
+            },
+        )
     };
-    ds.set_tile_cache(0);
-    ds.set_threads(1);
-    let info = ds.info();
-    rep.n_tiles = info.n_tiles;
-    let tiles: Vec<u64> = (0..info.n_tiles).collect();
+    if let Err(e) = tick(0) {
+        rep.problems.push(e.message);
+        return false;
+    }
     let results = pool::map(pool::resolve_threads(threads), tiles, |t| {
         let (_, cells, nnz) = ds.tile_bounds(t)?;
         let mut indptr = vec![0i64; cells as usize + 1];
@@ -72,6 +85,7 @@ pub fn verify_dataset(root: &Path, threads: usize) -> VerifyReport {
                 None => Ok(()),
                 Some(p) => Err(format!("tile {t}: {p}")),
             });
+        tick(checked.fetch_add(1, Ordering::Relaxed) + 1)?;
         Ok((t, cells, nnz, r))
     });
     match results {
@@ -88,6 +102,28 @@ pub fn verify_dataset(root: &Path, threads: usize) -> VerifyReport {
             }
         }
         Err(e) => rep.problems.push(e.message),
+    }
+    true
+}
+
+/// Verifies the dataset at `root` with `threads` threads (0 = default). `observer` hears of
+/// the tiles checked ([`Stage::Verify`], in tiles, from the pool's threads); a cancel is
+/// reported as a problem and stops the tile checks.
+pub fn verify_dataset(root: &Path, threads: usize, observer: &dyn Observer) -> VerifyReport {
+    let mut rep = VerifyReport::default();
+    let ds = match Dataset::open(root) {
+        Ok(d) => d,
+        Err(e) => {
+            rep.problems.push(e.message);
+            return rep;
+        }
+    };
+    ds.set_tile_cache(0);
+    ds.set_threads(1);
+    let info = ds.info();
+    rep.n_tiles = info.n_tiles;
+    if !check_tiles(&ds, threads, observer, &mut rep) {
+        return rep;
     }
     // The tiles directory holds exactly the listed tiles.
     let tiles_dir = root.join(paths::TILES_DIR);
@@ -199,8 +235,13 @@ pub fn verify_dataset(root: &Path, threads: usize) -> VerifyReport {
 
 /// Gathers every cell of `ds` (in batches of a tile, so through the reader's gather path)
 /// and compares it with `source`, undoing the recorded gene order. Errors name the first
-/// differing cell. Returns the nonzeros compared.
-pub fn compare_with_source(ds: &Dataset, source: &mut dyn super::CellSource) -> Result<u64> {
+/// differing cell. Returns the nonzeros compared. `observer` hears of the cells compared
+/// ([`Stage::Compare`]); it may cancel.
+pub fn compare_with_source(
+    ds: &Dataset,
+    source: &mut dyn super::CellSource,
+    observer: &dyn Observer,
+) -> Result<u64> {
     let info = ds.info();
     if (info.n_cells, info.n_genes) != (source.n_cells(), source.n_genes()) {
         return Err(Error::format(format!(
@@ -220,6 +261,18 @@ pub fn compare_with_source(ds: &Dataset, source: &mut dyn super::CellSource) -> 
     let mut row: Vec<(i32, i32)> = Vec::new();
     let mut total = 0u64;
     let mut lo = 0;
+    let tick = |done| {
+        progress::report(
+            observer,
+            Progress {
+                stage: Stage::Compare,
+                unit: Unit::Cells,
+                done,
+                total: Some(info.n_cells),
+            },
+        )
+    };
+    tick(0)?;
     while lo < info.n_cells {
         let hi = (lo + step).min(info.n_cells);
         let cells: Vec<u64> = (lo..hi).collect();
@@ -257,6 +310,7 @@ pub fn compare_with_source(ds: &Dataset, source: &mut dyn super::CellSource) -> 
             total += row.len() as u64;
         }
         lo = hi;
+        tick(lo)?;
     }
     Ok(total)
 }

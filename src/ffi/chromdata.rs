@@ -5,9 +5,9 @@ use std::ffi::{c_char, c_int};
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 
 use crate::chromdata::{ChromData, Columns, Layout};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 
-use super::args::{slice_in, str_in, Out};
+use super::args::{slice_in, str_in, strs_in, Out};
 use super::arrow::{export_stream, one_batch, one_column, string_column};
 use super::error::*;
 use super::handle::{castable, free_handle, new_handle, with_ref};
@@ -369,6 +369,108 @@ pub unsafe extern "C" fn dc_chromdata_read_spots(
         // SAFETY: forwarded caller guarantee.
         let cols = unsafe { columns_in(columns, n_columns)? };
         let b = cd.read_spots(original_order != 0, &cols)?;
+        export_stream(out, one_batch(b));
+        Ok(())
+    })
+}
+
+/// Metadata of a pass-through entry as JSON (UTF-8, no NUL terminator), in a buffer the
+/// caller releases with `dc_bytes_free`. `kind` and `path` (original keys; member keys
+/// inside results mappings, `n_path` = depth):
+/// - "results", {key, ...} → `{"type", "kind", "function", "params", "inputs",
+///   "uchrom_version", "created_utc" (each only if stored), "value" (json entries: the
+///   stored tagged JSON), "keys" (mappings: member keys in order)}`;
+/// - "cellm" | "binm", {key} → `{"shape": [...], "dtype": "float64" | ...}`;
+/// - "intervals", {key} → `{"kind": ..., "source_result": ... or null}`; "points", {key} → `{}`;
+/// - "uns", n_path 0 → the stored tagged-JSON dict (array references left as tags);
+/// - "contacts" | "links", n_path 0 → the records, each with "resolved_path" added.
+///
+/// Unknown kind or key → `DC_ERR_NOT_FOUND`; a path of the wrong depth →
+/// `DC_ERR_INVALID_ARGUMENT`; malformed stored metadata → `DC_ERR_FORMAT`.
+///
+/// # Safety
+/// `cd` is a live handle; `kind` a NUL-terminated string; `path` NULL (n_path 0) or
+/// `n_path` strings; `json_out` and `len_out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_attrs(
+    cd: *mut dc_chromdata,
+    kind: *const c_char,
+    path: *const *const c_char,
+    n_path: usize,
+    json_out: *mut *mut u8,
+    len_out: *mut usize,
+) -> dc_status {
+    with_ref(cd, |cd| {
+        // SAFETY: writable per the caller.
+        let (json_out, len_out) = unsafe {
+            (
+                Out::new(json_out, "json_out")?,
+                Out::new(len_out, "len_out")?,
+            )
+        };
+        // SAFETY: forwarded caller guarantees.
+        let (kind, path) = unsafe { (str_in(kind, "kind")?, strs_in(path, n_path, "path")?) };
+        let doc = cd.attrs(kind, &path)?;
+        let bytes =
+            serde_json::to_vec(&doc).map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+        let (p, n) = super::tile::bytes_to_c(&bytes)?;
+        json_out.set(p);
+        len_out.set(n);
+        Ok(())
+    })
+}
+
+/// An array entry ("cellm" / "binm" {key}, "results" {key, ...} of type array, "uns"
+/// {stored array name}) as one record batch with one non-null column "value": 1-D → a
+/// primitive array of the stored type; 2-D (n, k) → FixedSizeList<k>; more dimensions →
+/// nested FixedSizeLists, row-major. Rows = the first dimension; the field metadata
+/// "shape" holds the full shape as a JSON list.
+///
+/// Errors: unknown kind or key → `DC_ERR_NOT_FOUND`; a results entry that is not an array
+/// → `DC_ERR_INVALID_ARGUMENT`; a data type or codec this build does not read →
+/// `DC_ERR_UNSUPPORTED`.
+///
+/// # Safety
+/// `cd` is a live handle; `kind` a NUL-terminated string; `path` NULL (n_path 0) or
+/// `n_path` strings; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_array(
+    cd: *mut dc_chromdata,
+    kind: *const c_char,
+    path: *const *const c_char,
+    n_path: usize,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    with_ref(cd, |cd| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
+        // SAFETY: forwarded caller guarantees.
+        let (kind, path) = unsafe { (str_in(kind, "kind")?, strs_in(path, n_path, "path")?) };
+        let b = cd.array(kind, &path)?;
+        export_stream(out, one_batch(b));
+        Ok(())
+    })
+}
+
+/// A results entry of type table ({key, member keys...}) as a stream, normalised as
+/// `dc_chromdata_table` normalises tables. Unknown key → `DC_ERR_NOT_FOUND`; an entry of
+/// another type → `DC_ERR_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `cd` is a live handle; `path` points to `n_path` strings; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_result_table(
+    cd: *mut dc_chromdata,
+    path: *const *const c_char,
+    n_path: usize,
+    out: *mut FFI_ArrowArrayStream,
+) -> dc_status {
+    with_ref(cd, |cd| {
+        // SAFETY: writable per the caller.
+        let out = unsafe { Out::new(out, "out")? };
+        // SAFETY: forwarded caller guarantees.
+        let path = unsafe { strs_in(path, n_path, "path")? };
+        let b = cd.result_table(&path)?;
         export_stream(out, one_batch(b));
         Ok(())
     })

@@ -1495,13 +1495,17 @@ static void check_tables(store_t *S)
   static const struct {
     const char *kind;
     int n;
-    const char *keys[3];
+    const char *keys[6];
   } KEYS[] = {
-      {"layers", 2, {"raw", "drift corr"}}, {"intervals", 2, {"tads.arcfish", "my tads"}},
-      {"points", 1, {"fiducials"}},          {"cellm", 2, {"pca", "umap 2d"}},
-      {"binm", 0, {NULL}},                   {"results", 1, {"tads.arcfish"}},
-      {"uns", 0, {NULL}},                    {"contacts", 1, {"hic"}},
-      {"links", 0, {NULL}},
+      {"layers", 2, {"raw", "drift corr"}},
+      {"intervals", 2, {"tads.arcfish", "my tads"}},
+      {"points", 1, {"fiducials"}},
+      {"cellm", 3, {"pca", "umap 2d", "count"}},
+      {"binm", 3, {"loadings", "flag", "none"}},
+      {"results", 6, {"tads.arcfish", "dist", "summary", "nothing", "fishnet.ensemble", "empty rows"}},
+      {"uns", 2, {"_0", "_1"}},
+      {"contacts", 3, {"hic", "schic", "gone"}},
+      {"links", 1, {"rna"}},
   };
   for (size_t k = 0; k < sizeof KEYS / sizeof KEYS[0]; k++) {
     read_query(dc_chromdata_keys(S->cd, KEYS[k].kind, &st), &st, &t, KEYS[k].kind);

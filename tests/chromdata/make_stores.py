@@ -131,12 +131,178 @@ def make_dataset(name, rng, *, n_cells, n_traces, has_coords, coord_dtype, cell_
     if n_cells:
         cells = pd.DataFrame({"cell_id": pd.Series(cell_cats, dtype="int64" if cell_int else object),
                               "area": rng.random(len(cell_cats))})
+    comps = make_components(rng, n_cells=len(cell_cats) if n_cells else 0, n_bins=n_bins)
     return dict(
-        name=name, bins=bins, bin_tracks=bin_tracks, chroms=chroms, trace_cats=trace_cats, cell_cats=cell_cats,
+        comps=comps, name=name, bins=bins, bin_tracks=bin_tracks, chroms=chroms, trace_cats=trace_cats, cell_cats=cell_cats,
         spots=out, tracks=tracks, layers=layers, intervals=intervals, points=points, traces=traces, cells=cells,
         coord_dtype=coord_dtype if has_coords else None,
         extras=["coord_status", "spot_id", "readout", "probe"] + (["fov"] if n_cells else []) + ["tlabel", "odd name/col"],
     )
+
+
+# ----------------------------------------------------------------------------------------
+# Pass-through components (§12)
+
+PROV = {"_kind": "tads", "_function": "uchrom.strc.tad.call_tads_by_pval", "_params": {"window": 3, "alpha": 0.05},
+        "_inputs": {"chrom": ["chr1", "chr2"]}, "_uchrom_version": "0.3.0", "_created_utc": "2026-01-02T03:04:05Z"}
+FLOAT_NAN = {"__uchrom_type__": "float", "value": "nan"}
+
+
+def make_components(rng, *, n_cells, n_bins):
+    """The §12 content of a dataset: cellm / binm arrays, a results tree (table, array, json,
+    nested mappings, non-portable keys), uns with inline and Zarr arrays, contacts, links."""
+    cellm = {"pca": rng.random((n_cells, 4)), "umap 2d": rng.random((n_cells, 2)).astype("float32"),
+             "count": rng.integers(0, 9, size=n_cells).astype("int64")}
+    binm = {"loadings": rng.integers(-50, 50, size=(n_bins, 3, 2)).astype("int32"),
+            "flag": rng.random(n_bins) > 0.5, "none": np.zeros((n_bins, 0), dtype="uint16")}
+    results = [
+        (["tads.arcfish"], dict(PROV, _type="table"),
+         pd.DataFrame({"chrom": pd.Categorical(["chr1", "chr2", "chr1"]), "start": [0, 1000, 5000],
+                       "end": [3000, 5000, 8000], "score": [0.5, 1.5, np.nan], "label": ["a", None, "c"]})),
+        (["dist"], {"_type": "array", "_kind": "distances", "_created_utc": None}, rng.random((4, 3))),
+        (["summary"], {"_type": "json", "value": {"n": 3, "ratio": FLOAT_NAN, "ids": [1, 2],
+                                                  "pair": {"__uchrom_type__": "tuple", "items": [1, "a"]}}}, None),
+        (["nothing"], {"_type": "json", "value": None}, None),
+        (["fishnet.ensemble"], dict(PROV, _type="mapping", _kind="ensemble"), None),
+        (["fishnet.ensemble", "chr1"], {"_type": "mapping"}, None),
+        (["fishnet.ensemble", "chr1", "mask"], {"_type": "array"}, rng.random((3, 3)) > 0.5),
+        (["fishnet.ensemble", "chr1", "n_traces"], {"_type": "json", "value": 5}, None),
+        (["fishnet.ensemble", "odd/key"], {"_type": "table"}, pd.DataFrame({"i": np.arange(3, dtype="int16")})),
+        (["empty rows"], {"_type": "array"}, np.zeros((0, 7), dtype="float32")),
+    ]
+    big = rng.random((10, 7))
+    small = np.arange(6, dtype="int64").reshape(2, 3)
+    uns_big = rng.integers(0, 100, size=80).astype("uint8")
+    uns = {"a": 1, "params": {"x": [1, 2], "name": "run 1"}, "big": {"__uchrom_type__": "array_ref", "path": "uns/_0"},
+           "small": {"__uchrom_type__": "ndarray", "dtype": "<i8", "shape": [2, 3], "data": small.tolist()},
+           "nested": [{"__uchrom_type__": "array_ref", "path": "uns/_1"}, FLOAT_NAN],
+           "keys": {"__uchrom_type__": "dict", "items": [[1, "one"], [2, "two"]]}}
+    uns_arrays = {"_0": big, "_1": uns_big}
+    contacts = [
+        {"key": "hic", "path": "/nowhere/GM12878.mcool", "format": "mcool", "kind": "bulk", "genome_assembly": "hg38",
+         "normalization": "weight", "resolutions": [5000, 10000], "relative_path": "linked/GM12878.mcool"},
+        {"key": "schic", "path": "@ABS@/linked/cells.scool", "format": "scool", "kind": "single_cell",
+         "genome_assembly": "hg38", "normalization": None, "resolutions": [1000000], "cell_map": "RNAbarcode"},
+        {"key": "gone", "path": "/nowhere/gone.hic", "format": "hic", "kind": "bulk", "genome_assembly": "mm10",
+         "normalization": "KR", "resolutions": [], "relative_path": "linked/missing.hic"},
+    ]
+    links = [{"key": "rna", "path": "/nowhere/rna.h5ad", "format": "h5ad", "relative_path": "linked/rna.h5ad",
+              "modalities": ["rna"]}]
+    return dict(cellm=cellm, binm=binm, results=results, uns=uns, uns_arrays=uns_arrays, contacts=contacts,
+                links=links, source_result={"tads.arcfish": "tads.arcfish"})
+
+
+def nd_array(group, name, data, attributes=None):
+    """An N-D array of §6.1: bytes + zstd(3), one chunk (at least 1 along each axis)."""
+    data = np.asarray(data)
+    chunks = tuple(max(d, 1) for d in data.shape)
+    a = group.create_array(name, shape=data.shape, chunks=chunks, dtype=data.dtype, fill_value=0,
+                           compressors=[ZstdCodec(level=3, checksum=False)], attributes=attributes or {})
+    if data.size:
+        a[...] = data
+    return a
+
+
+def write_components(g, root, comps, abs_dir=None):
+    def keyed(keys):
+        return [{"key": k, "name": n} for k, n in zip(keys, portable(keys))]
+
+    for kind in ("cellm", "binm"):
+        arrays = comps[kind]
+        grp = g.create_group(kind, attributes={"keys": keyed(list(arrays))})
+        for (k, v), n in zip(arrays.items(), portable(list(arrays))):
+            nd_array(grp, n, v)
+    # Results: groups / arrays per path, each mapping's keys listing its members.
+    members = {}
+    for path, attrs, data in comps["results"]:
+        members.setdefault(tuple(path[:-1]), []).append(path[-1])
+    node = {(): g.create_group("results", attributes={"keys": keyed(members.get((), []))})}
+    for path, attrs, data in comps["results"]:
+        parent = node[tuple(path[:-1])]
+        sibs = members[tuple(path[:-1])]
+        stored = portable(sibs)[sibs.index(path[-1])]
+        t = attrs["_type"]
+        if t == "array":
+            nd_array(parent, stored, data, attributes=attrs)
+            continue
+        a = dict(attrs)
+        if t == "mapping":
+            a["keys"] = keyed(members.get(tuple(path), []))
+        grp = parent.create_group(stored, attributes=a)
+        node[tuple(path)] = grp
+        if t == "table":
+            pq.write_table(pa.Table.from_pandas(data, preserve_index=False),
+                           os.path.join(root, grp.path, "table.parquet"), compression="zstd")
+    ug = g.create_group("uns", attributes={"uns": comps["uns"], "arrays": list(comps["uns_arrays"])})
+    for n, v in comps["uns_arrays"].items():
+        nd_array(ug, n, v)
+    absdir = os.path.dirname(os.path.abspath(root))
+    contacts = json.loads(json.dumps(comps["contacts"]).replace("@ABS@", absdir))
+    g.create_group("contacts", attributes={"contacts": contacts})
+    g.create_group("links", attributes={"links": comps["links"]})
+
+
+def component_queries(ds, out_dir):
+    """Expected answers of the §5.1 calls (attrs, array, result_table) and their errors."""
+    comps = ds["comps"]
+    absdir = os.path.abspath(out_dir)
+    qs = []
+
+    def arr(what, path, v):
+        v = np.asarray(v)
+        vals = v.reshape(-1).tolist()
+        qs.append({"kind": "array", "what": what, "path": path, "shape": list(v.shape), "dtype": str(v.dtype),
+                   "values": vals})
+
+    for kind in ("cellm", "binm"):
+        for k, v in comps[kind].items():
+            qs.append({"kind": "attrs", "what": kind, "path": [k], "json": {"shape": list(np.shape(v)),
+                                                                            "dtype": str(np.asarray(v).dtype)}})
+            arr(kind, [k], v)
+    children = {}
+    for path, attrs, data in comps["results"]:
+        children.setdefault(tuple(path[:-1]), []).append(path[-1])
+    for path, attrs, data in comps["results"]:
+        doc = {"type": attrs["_type"]}
+        for k in ("_kind", "_function", "_params", "_inputs", "_uchrom_version", "_created_utc"):
+            if k in attrs:
+                doc[k[1:]] = attrs[k]
+        if "value" in attrs:
+            doc["value"] = attrs["value"]
+        if attrs["_type"] == "mapping":
+            doc["keys"] = children.get(tuple(path), [])
+        qs.append({"kind": "attrs", "what": "results", "path": path, "json": doc})
+        if attrs["_type"] == "array":
+            arr("results", path, data)
+        if attrs["_type"] == "table":
+            qs.append({"kind": "result_table", "path": path, "table": data})
+    qs.append({"kind": "attrs", "what": "uns", "path": [], "json": comps["uns"]})
+    for n, v in comps["uns_arrays"].items():
+        arr("uns", [n], v)
+    contacts = json.loads(json.dumps(comps["contacts"]).replace("@ABS@", absdir))
+    for r in contacts:
+        if os.path.exists(r["path"]):
+            r["resolved_path"] = r["path"]
+        elif "relative_path" in r and os.path.exists(os.path.join(absdir, r["relative_path"])):
+            r["resolved_path"] = os.path.join(absdir, r["relative_path"])
+        else:
+            r["resolved_path"] = r["path"]
+    qs.append({"kind": "attrs", "what": "contacts", "path": [], "json": contacts})
+    links = [dict(r, resolved_path=os.path.join(absdir, r["relative_path"])) for r in comps["links"]]
+    qs.append({"kind": "attrs", "what": "links", "path": [], "json": links})
+    for k, (kind, _) in ds["intervals"].items():
+        qs.append({"kind": "attrs", "what": "intervals", "path": [k],
+                   "json": {"kind": kind, "source_result": comps["source_result"].get(k)}})
+    for k in ds["points"]:
+        qs.append({"kind": "attrs", "what": "points", "path": [k], "json": {}})
+    errs = [("attrs", "cellm", ["nope"], "NotFound"), ("attrs", "frames", ["x"], "NotFound"),
+            ("attrs", "results", ["tads.arcfish", "x"], "NotFound"), ("attrs", "results", [], "InvalidArgument"),
+            ("attrs", "uns", ["x"], "InvalidArgument"), ("array", "results", ["summary"], "InvalidArgument"),
+            ("array", "uns", ["_9"], "NotFound"), ("result_table", "results", ["dist"], "InvalidArgument"),
+            ("array", "results", ["fishnet.ensemble", "nope"], "NotFound")]
+    for kind, what, path, err in errs:
+        qs.append({"kind": kind, "what": what, "path": path, "error": err})
+    return qs
 
 
 # ----------------------------------------------------------------------------------------
@@ -548,7 +714,8 @@ def write_store(ds, out, layout, T=40, TC=16):
     for k, nm in zip(ds["intervals"], portable(list(ds["intervals"]))):
         kind, df = ds["intervals"][k]
         write_small(os.path.join(tdir, f"intervals/{nm}.parquet"), df)
-        iv_meta.append({"key": k, "path": f"intervals/{nm}.parquet", "n_rows": len(df), "kind": kind, "source_result": None})
+        iv_meta.append({"key": k, "path": f"intervals/{nm}.parquet", "n_rows": len(df), "kind": kind,
+                        "source_result": ds["comps"]["source_result"].get(k)})
     pt_meta = []
     for k, nm in zip(ds["points"], portable(list(ds["points"]))):
         df = ds["points"][k]
@@ -592,16 +759,7 @@ def write_store(ds, out, layout, T=40, TC=16):
         for k in ("partition_offsets", "partition_groups", "row_groups", "run_offsets", "primary_run"):
             zarr_array(cg, k, coords_index[k], "int64")
         zarr_array(cg, "partition_chrom", coords_index["partition_chrom"], "int32")
-    # Pass-through groups with keys.
-    cm = g.create_group("cellm", attributes={"keys": [{"key": "pca", "name": "pca"}, {"key": "umap 2d", "name": "_1"}]})
-    if has_cell:
-        zarr_array(cm, "pca", np.zeros(len(ds["cell_cats"])), "float64")
-        zarr_array(cm, "_1", np.zeros(len(ds["cell_cats"])), "float64")
-    g.create_group("binm", attributes={"keys": []})
-    g.create_group("results", attributes={"keys": [{"key": "tads.arcfish", "name": "tads.arcfish"}]})
-    g.create_group("uns", attributes={"uns": {"a": 1}, "arrays": []})
-    g.create_group("contacts", attributes={"contacts": [{"key": "hic", "path": "/nowhere/x.mcool", "format": "mcool"}]})
-    # links group omitted on purpose: a missing optional group is empty.
+    write_components(g, root, ds["comps"])
     return root
 
 
@@ -756,9 +914,11 @@ def write_expected(ds, outdir, name):
         cat_cols.append(("spots", "cell_id", ds["cell_cats"]))
     for tname, col, cats in cat_cols:
         emit({"kind": "categories", "table": tname, "column": col}, pa.table({"category": pa.array(cats, type=cat_type(cats))}))
+    comps = ds["comps"]
     keys = {"layers": list(ds["layers"]), "intervals": list(ds["intervals"]), "points": list(ds["points"]),
-            "cellm": ["pca", "umap 2d"], "binm": [], "results": ["tads.arcfish"], "uns": [], "contacts": ["hic"],
-            "links": []}
+            "cellm": list(comps["cellm"]), "binm": list(comps["binm"]),
+            "results": [p[0] for p, _, _ in comps["results"] if len(p) == 1], "uns": list(comps["uns_arrays"]),
+            "contacts": [r["key"] for r in comps["contacts"]], "links": [r["key"] for r in comps["links"]]}
     for kind, ks in keys.items():
         emit({"kind": "keys", "what": kind}, pa.table({"key": pa.array(ks, type=pa.string())}))
     # Errors.
@@ -972,10 +1132,24 @@ def main():
         make_dataset("empty", rng, n_cells=2, n_traces=3, has_coords=True, coord_dtype="float64", zero=True),
     ]
     manifest = {"stores": [], "invalid": []}
+    # Files linked by the contacts / links records (§12 path rule): cells.scool by absolute
+    # path, rna.h5ad only by relative_path.
+    os.makedirs(os.path.join(out, "linked"), exist_ok=True)
+    for f in ("cells.scool", "rna.h5ad"):
+        open(os.path.join(out, "linked", f), "w").close()
     base = {}
     for ds in datasets:
         expected_dir = os.path.join(out, "expected", ds["name"])
         queries = write_expected(ds, expected_dir, ds["name"])
+        comp_queries = component_queries(ds, out)
+        for i, q in enumerate(comp_queries):
+            if "table" in q:
+                f = f"{ds['name']}_result_{i:03d}.parquet"
+                t = pa.Table.from_pandas(q.pop("table"), preserve_index=False)
+                cols = [c.combine_chunks() for c in t.columns]
+                cols = [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c for c in cols]
+                pq.write_table(pa.table(dict(zip(t.column_names, cols))), os.path.join(expected_dir, f))
+                q["file"] = f
         for layout, short in (("flat", "20"), ("partitioned", "21"), ("primary+coords", "22")):
             p = os.path.join(out, f"{ds['name']}_{short}.chromdata.zarr")
             write_store(ds, p, layout)
@@ -985,6 +1159,7 @@ def main():
             for path in (os.path.basename(p), f"{ds['name']}_{short}.cdz"):
                 manifest["stores"].append({"path": path, "dataset": ds["name"], "layout": layout,
                                            "expected_dir": f"expected/{ds['name']}", "queries": queries,
+                                           "components": comp_queries,
                                            "has_cell_id": "cell_id" in ds["spots"], "n_spots": len(ds["spots"])})
     manifest["invalid"] = invalid_stores(base, out)
     with open(os.path.join(out, "manifest.json"), "w") as f:

@@ -5,7 +5,11 @@ store per the spec (directory or .cdz), checks the §14 counts and the §7 invar
 check cheaply, and dumps the logical spot table in ORIGINAL (input) order as Parquet
 (§15.1 full schema: categoricals decoded, derived / referenced columns gathered).
 
-Usage: read_store.py STORE OUT.parquet
+With a third argument it also checks the pass-through components (§5.3 traces / cells,
+§5.4 categories, §12 cellm, binm, results, uns, contacts, links, interval attributes) and
+dumps them as JSON: arrays as {shape, dtype, values (row-major)}, tables as {column: values}.
+
+Usage: read_store.py STORE OUT.parquet [COMPONENTS.json]
 """
 import io
 import json
@@ -53,12 +57,23 @@ class Store:
         md = pq.ParquetFile(io.BytesIO(self.read("tables/" + rel))).metadata
         return [md.row_group(i).num_rows for i in range(md.num_row_groups)]
 
-    def array(self, rel, dtype):
+    def root(self):
         if self.zip:
-            root = zarr.open_group(zarr.storage.ZipStore(self.path, mode="r"), mode="r")
-        else:
-            root = zarr.open_group(self.path, mode="r")
-        a = root[rel]
+            return zarr.open_group(zarr.storage.ZipStore(self.path, mode="r"), mode="r")
+        return zarr.open_group(self.path, mode="r")
+
+    def nd(self, rel):
+        """An N-D array of §12: codecs bytes + zstd, returned as {shape, dtype, values}."""
+        meta = self.json(rel + "/zarr.json")
+        assert meta["node_type"] == "array", rel
+        assert [c["name"] for c in meta["codecs"]] == ["bytes", "zstd"], (rel, meta["codecs"])
+        assert meta["fill_value"] in (0, False, 0.0), (rel, meta["fill_value"])
+        a = np.asarray(self.root()[rel][...])
+        assert list(a.shape) == meta["shape"] and str(a.dtype) == meta["data_type"], rel
+        return {"shape": list(a.shape), "dtype": str(a.dtype), "values": a.reshape(-1).tolist()}
+
+    def array(self, rel, dtype):
+        a = self.root()[rel]
         assert str(a.dtype) == dtype, (rel, a.dtype, dtype)
         assert len(a.shape) == 1
         meta = self.json(rel + "/zarr.json")
@@ -247,6 +262,140 @@ def main():
         assert sorted(src.tolist()) == list(range(n))
         canon = canon.take(pa.array(np.argsort(src, kind="stable")))
     pq.write_table(canon, out)
+    if len(sys.argv) > 3:
+        with open(sys.argv[3], "w") as f:
+            json.dump(components(s, u, tables), f, indent=1, allow_nan=True)
+
+
+def portable(names):
+    """§6.3 stored names of a collection (original order)."""
+    import re
+    out, seen = [], set()
+    dev = {"CON", "PRN", "AUX", "NUL"} | {f"COM{i}" for i in range(1, 10)} | {f"LPT{i}" for i in range(1, 10)}
+    for i, n in enumerate(names):
+        ok = (re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", n) is not None and len(n) <= 64
+              and not n.endswith(".") and n.upper().split(".")[0] not in dev and n.lower() not in seen)
+        seen.add(n.lower())
+        out.append(n if ok else f"_{i}")
+    return out
+
+
+def table_dict(t):
+    cols = {}
+    for name in t.column_names:
+        c = t.column(name).combine_chunks()
+        if pa.types.is_dictionary(c.type):
+            c = c.dictionary_decode()
+        cols[name] = c.to_pylist()
+    return cols
+
+
+def components(s, u, tables):
+    """§5.3, §5.4 and §12 content, checked and dumped."""
+    out = {}
+    # Categories of every categorical descriptor; traces / cells first column = categories.
+    cats = {}
+    sp = tables["spots"]
+    for tname, descs in [("spots", [sp["trace_id"]] + ([sp["cell_id"]] if sp["cell_id"] else []) + sp["columns"]),
+                         ("bins", tables["bins"]["columns"]), ("traces", tables["traces"]["columns"]),
+                         ("cells", (tables.get("cells") or {}).get("columns", []))]:
+        for d in descs:
+            if d["type"] == "categorical":
+                c = s.table(d["categories"]).column("category").combine_chunks().to_pylist()
+                assert len(c) == d["n_categories"] == len(set(c)), d
+                cats[f"{tname}.{d['name']}"] = c
+    out["categories"] = cats
+    for name, key in (("traces", "trace_id"), ("cells", "cell_id")):
+        m = tables.get(name)
+        if not m:
+            continue
+        t = s.table(m["path"])
+        assert t.column_names[0] == key and m.get("index", key) == key, (name, t.column_names)
+        assert [c["name"] for c in m["columns"]] == t.column_names, (name, m["columns"])
+        d = table_dict(t)
+        assert d[key] == cats[f"spots.{key}"], f"{name}: first column differs from the categories"
+        for c in m["columns"][1:]:
+            if c["type"] == "categorical":
+                assert set(v for v in d[c["name"]] if v is not None) <= set(cats[f"{name}.{c['name']}"])
+        out[name] = d
+    out["intervals"] = {e["key"]: {"kind": e["kind"], "source_result": e.get("source_result")}
+                        for e in tables.get("intervals", [])}
+
+    def group(name):
+        rel = name + "/zarr.json"
+        if not s.exists(rel):
+            return {}
+        g = s.json(rel)
+        assert g["zarr_format"] == 3 and g["node_type"] == "group", rel
+        return g.get("attributes", {})
+
+    def keyed(attrs, where):
+        keys = attrs.get("keys", [])
+        names = [k["name"] for k in keys]
+        assert names == portable([k["key"] for k in keys]), (where, keys)
+        return keys
+
+    for kind, n in (("cellm", u["n_cells"]), ("binm", u["n_bins"])):
+        arrays = {}
+        for k in keyed(group(kind), kind):
+            a = s.nd(f"{kind}/{k['name']}")
+            assert a["shape"][0] == n, (kind, k, a["shape"], n)
+            arrays[k["key"]] = a
+        out[kind] = arrays
+    results = []
+
+    def walk(rel, path, attrs):
+        for k in keyed(attrs, rel):
+            node = f"{rel}/{k['name']}"
+            meta = s.json(node + "/zarr.json")
+            a = meta.get("attributes", {})
+            t = a["_type"]
+            assert t in ("table", "array", "json", "mapping"), (node, t)
+            assert (meta["node_type"] == "array") == (t == "array"), node
+            doc = {"type": t}
+            for p in ("kind", "function", "params", "inputs", "uchrom_version", "created_utc"):
+                if "_" + p in a:
+                    doc[p] = a["_" + p]
+            if t == "json":
+                doc["value"] = a["value"]
+            entry = {"path": path + [k["key"]], "attrs": doc}
+            if t == "mapping":
+                doc["keys"] = [m["key"] for m in a.get("keys", [])]
+            if t == "table":
+                entry["table"] = table_dict(pq.read_table(io.BytesIO(s.read(node + "/table.parquet"))))
+            if t == "array":
+                entry.update(s.nd(node))
+            results.append(entry)
+            if t == "mapping":
+                walk(node, path + [k["key"]], a)
+
+    walk("results", [], group("results"))
+    out["results"] = results
+    ug = group("uns")
+    uns_arrays = {}
+    for name in ug.get("arrays", []):
+        uns_arrays[name] = s.nd(f"uns/{name}")
+
+    def refs(v):
+        if isinstance(v, dict):
+            if v.get("__uchrom_type__") == "array_ref":
+                assert v["path"].startswith("uns/") and v["path"][4:] in uns_arrays, v
+            if v.get("__uchrom_type__") == "ndarray":
+                assert int(np.prod(v["shape"])) <= 64, "inline ndarray over 64 elements"
+            for x in v.values():
+                refs(x)
+        elif isinstance(v, list):
+            for x in v:
+                refs(x)
+
+    refs(ug.get("uns", {}))
+    out["uns"] = {"uns": ug.get("uns", {}), "arrays": uns_arrays}
+    for kind in ("contacts", "links"):
+        recs = group(kind).get(kind, [])
+        keys = [r["key"] for r in recs]
+        assert len(set(keys)) == len(keys), (kind, keys)
+        out[kind] = recs
+    return out
 
 
 if __name__ == "__main__":

@@ -102,7 +102,9 @@ def to_pandas(table: pa.Table) -> Any:
                 pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(), pa.uint16(): pd.UInt16Dtype(),
                 pa.uint32(): pd.UInt32Dtype(), pa.uint64(): pd.UInt64Dtype()}
     for field, column in zip(table.schema, table.columns):
-        if field.type in nullable and column.null_count and not isinstance(df[field.name].dtype, pd.api.extensions.ExtensionDtype):
+        if field.type not in nullable or not column.null_count or field.name not in df.columns:
+            continue  # not a nullable integer column, or the pandas metadata made it the index
+        if not isinstance(df[field.name].dtype, pd.api.extensions.ExtensionDtype):
             df[field.name] = column.to_pandas(types_mapper=nullable.get).array
     if INDEX_COLUMN in df.columns:
         df = df.set_index(INDEX_COLUMN)

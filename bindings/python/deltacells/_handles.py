@@ -44,7 +44,8 @@ def cstrings(items: Sequence[str]) -> tuple[Any, int]:
     """(const char *const *, n) for a list of strings; (NULL, 0) for an empty list."""
     if not items:
         return None, 0
-    arr = (ctypes.c_char_p * len(items))(*[os.fsencode(s) if isinstance(s, os.PathLike) else str(s).encode() for s in items])
+    encoded = [os.fsencode(s) if isinstance(s, os.PathLike) else str(s).encode() for s in items]
+    arr = (ctypes.c_char_p * len(items))(*encoded)
     return arr, len(items)
 
 

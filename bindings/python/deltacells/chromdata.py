@@ -177,6 +177,42 @@ class ChromData(Handle):
         return _arrow.import_stream(_capi.dc_chromdata_read_spots, self._live(), 1 if original_order else 0, arr, n)
 
     # ---- scale-out
+    def attrs(self, kind: str, path: Sequence[str] = ()) -> Any:
+        """Metadata of a pass-through entry, parsed from JSON (``dc_chromdata_attrs``):
+        ``kind`` "results" / "cellm" / "binm" / "intervals" / "points" with ``path`` = the
+        key (then member keys inside results mappings), or "uns" / "contacts" / "links"
+        with an empty path."""
+        import json
+
+        arr, n = cstrings(list(path))
+        out = ctypes.c_void_p()
+        size = ctypes.c_size_t()
+        call(_capi.dc_chromdata_attrs, self._live(), kind.encode(), arr, n, ctypes.byref(out),
+             ctypes.byref(size))
+        try:
+            return json.loads(ctypes.string_at(out.value, size.value))
+        finally:
+            _capi.dc_bytes_free(out, size)
+
+    def array(self, kind: str, path: Sequence[str]) -> np.ndarray:
+        """An array entry (cellm, binm, an array result, an uns array) as a NumPy array of
+        its full shape (``dc_chromdata_array``)."""
+        import json
+
+        arr, n = cstrings(list(path))
+        t = _arrow.read_table(_capi.dc_chromdata_array, self._live(), kind.encode(), arr, n)
+        field = t.schema.field(0)
+        shape = json.loads(field.metadata[b"shape"])
+        col = t.column(0).combine_chunks()
+        while pa.types.is_fixed_size_list(col.type):
+            col = col.flatten()
+        return col.to_numpy(zero_copy_only=False).reshape(shape)
+
+    def result_table(self, path: Sequence[str]) -> pa.Table:
+        """A results entry of type table (``dc_chromdata_result_table``)."""
+        arr, n = cstrings(list(path))
+        return _arrow.read_table(_capi.dc_chromdata_result_table, self._live(), arr, n)
+
     def chroms(self) -> list[str]:
         """Chromosome names, in the store's order (the categories of bins.chrom)."""
         return [str(c) for c in self.categories("bins", "chrom").to_pylist()]
@@ -233,6 +269,9 @@ class ChromDataWriter(Handle):
         self._h = open_handle(_capi.dc_chromdata_writer_create, "dc_chromdata_writer_create_opts",
                               self._source, option_strings(options))
         self.set(**{k: v for k, v in settings.items() if v is not None})
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a ChromDataWriter cannot be pickled: a write in progress lives in one process")
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         try:

@@ -14,7 +14,6 @@ from ._handles import Handle, Options, PathOrUrl, cstrings, normalize_source, op
 
 if TYPE_CHECKING:
     import pandas as pd
-    import scipy.sparse
 
 Cells = Union[Sequence[int], np.ndarray, range, int]
 """Cell indices: any integer sequence or array (any order, repeats allowed), or one int."""
@@ -295,7 +294,7 @@ class Dataset(Handle):
 
     # ---- obs
     def obs_reader(self, columns: Optional[Sequence[str]] = None) -> pa.RecordBatchReader:
-        """Obs columns (None = all) as a stream of one record batch per tile, in cell order
+        """Obs columns (None or empty = all) as a stream of one record batch per tile, in cell order
         (``dc_dataset_obs``); category columns arrive as dictionary arrays."""
         arr, n = cstrings(list(columns or []))
         return _arrow.import_stream(_capi.dc_dataset_obs, self._live(), arr, n)
@@ -335,11 +334,6 @@ class Dataset(Handle):
         edges = [0] + [int(c) for c in cuts if 0 < c < len(bounds)] + [len(bounds)]
         return [range(bounds[a].first_cell, bounds[b - 1].first_cell + bounds[b - 1].n_cells)
                 for a, b in zip(edges, edges[1:])]
-
-    def iter_tiles(self, *, dtype: Any = np.int32, format: MatrixFormat = "csr_matrix") -> Iterator[tuple[TileBounds, Any]]:
-        """(bounds, matrix) of every tile in order."""
-        for t in range(self._info.n_tiles):
-            yield self.tile_bounds(t), self.read_tile(t, dtype=dtype, format=format)
 
 
 def _reopen(source: str, options: list[str], cache_dir: Optional[str], settings: dict[str, int]) -> Dataset:

@@ -34,7 +34,8 @@ def inspect(blob: Any, *, verify_crc: bool = True) -> TileInfo:
     """Validates a tile's structure (and CRC) without decompressing it (``dc_tile_inspect``)."""
     data = _blob(blob)
     info = _capi.dc_tile_info()
-    call(_capi.dc_tile_inspect, data.ctypes.data if data.size else None, data.size, 1 if verify_crc else 0, ctypes.byref(info))
+    call(_capi.dc_tile_inspect, data.ctypes.data if data.size else None, data.size, 1 if verify_crc else 0,
+         ctypes.byref(info))
     return TileInfo(*(getattr(info, f) for f, _ in _capi.dc_tile_info._fields_))
 
 
@@ -48,8 +49,8 @@ def decode(blob: Any, *, dtype: Any = np.int32, threads: int = 0, verify_crc: bo
     indices = np.empty(max(info.nnz, 1), dtype=np.int32)
     values = np.empty(max(info.nnz, 1), dtype=dt)
     nnz = ctypes.c_uint64()
-    call(_capi.dc_tile_decode, data.ctypes.data if data.size else None, data.size, threads, 1 if verify_crc else 0, code, indptr.ctypes.data,
-         indices.ctypes.data, values.ctypes.data, info.nnz, ctypes.byref(nnz))
+    call(_capi.dc_tile_decode, data.ctypes.data if data.size else None, data.size, threads, 1 if verify_crc else 0,
+         code, indptr.ctypes.data, indices.ctypes.data, values.ctypes.data, info.nnz, ctypes.byref(nnz))
     k = nnz.value
     return csr_result(indptr, indices[:k], values[:k], (info.n_cells, info.n_genes), format)
 

@@ -13,7 +13,6 @@ from ._handles import Handle, Options, PathOrUrl, cstrings, normalize_source, op
 
 if TYPE_CHECKING:
     import anndata
-    import pandas as pd
 
 _PARAMS = {
     "tile_size": _capi.DC_WRITER_TILE_SIZE,
@@ -74,6 +73,9 @@ class Writer(Handle):
         self._h = open_handle(_capi.dc_writer_create, "dc_writer_create_opts", self._source,
                               option_strings(options), ctypes.c_uint32(self._n_genes))
         self.set(**{k: v for k, v in settings.items() if v is not None})
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a Writer cannot be pickled: a write in progress lives in one process")
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         try:

@@ -48,7 +48,8 @@ def test_drop_last_obs_and_outputs(mouse_dataset, mouse):
     assert len(cb) == len(batches) == 2
     for b in batches:
         assert isinstance(b.X, dc.Csr) and b.X.values.dtype == np.float32
-        assert b.obs.column("n_counts").to_pylist() == np.asarray(m[b.cells.astype(np.int64)].sum(axis=1)).ravel().tolist()
+        want = np.asarray(m[b.cells.astype(np.int64)].sum(axis=1)).ravel()
+        assert b.obs.column("n_counts").to_pylist() == want.tolist()
     with pytest.raises(ValueError):
         CellBatches(ds, output="dense")
 
@@ -84,7 +85,7 @@ def test_torch_dataloader(mouse_dataset, mouse):
     cb = CellBatches(ds, batch_size=256, output="torch_dense", obs_columns=["n_counts"])
     assert isinstance(cb, IterableDataset)
     got = []
-    for cells, x, obs in DataLoader(cb, batch_size=None, num_workers=2, multiprocessing_context="fork"):
+    for cells, x, _obs in DataLoader(cb, batch_size=None, num_workers=2, multiprocessing_context="fork"):
         assert isinstance(x, torch.Tensor) and x.dtype == torch.float32
         assert np.array_equal(x.numpy(), m[np.asarray(cells).astype(np.int64)].toarray())
         got.extend(np.asarray(cells).tolist())

@@ -287,8 +287,9 @@ dc_var_table <- function(ds) {
   .as_data_frame(cols, index)
 }
 
-dc_write <- function(mat, path, obs = NULL, var_names = rownames(mat), tile_size = NULL,
-                     n_chunks = NULL, zstd_level = NULL, threads = NULL, overwrite = FALSE) {
+dc_write <- function(mat, path, obs = NULL, var = NULL, var_names = rownames(mat),
+                     tile_size = NULL, n_chunks = NULL, zstd_level = NULL, threads = NULL,
+                     overwrite = FALSE) {
   path <- .check_string(path, "path")
   if (!methods::is(mat, "Matrix") && !is.matrix(mat))
     .dc_arg_stop("'mat' must be a sparse (dgCMatrix) or dense matrix, genes x cells")
@@ -313,6 +314,20 @@ dc_write <- function(mat, path, obs = NULL, var_names = rownames(mat), tile_size
     index_col <- stats::setNames(list(as.character(cell_names)), index)
     obs <- if (is.null(obs)) index_col else c(index_col, as.list(obs))
   }
+  if (!is.null(var)) {
+    if (!is.data.frame(var)) .dc_arg_stop("'var' must be a data.frame")
+    if (nrow(var) != nrow(mat))
+      .dc_arg_stop(sprintf("'var' must have one row per gene (row of 'mat'): %d rows, %d genes",
+                           nrow(var), nrow(mat)))
+    # The gene names (var row.names, else rownames(mat)) are stored as its index column.
+    gene_names <- if (.row_names_info(var) < 0L) rownames(mat) else rownames(var)
+    if (!is.null(gene_names)) {
+      if (.default_index %in% names(var))
+        .dc_arg_stop(sprintf("'var' has a column '%s', the name the gene names (row.names) are stored under",
+                             .default_index))
+      var <- c(stats::setNames(list(as.character(gene_names)), .default_index), as.list(var))
+    }
+  }
   if (!is.null(var_names)) var_names <- as.character(var_names)
   params <- .params(list(tile_size = .check_count(tile_size, "tile_size", 1),
                          n_chunks = .check_count(n_chunks, "n_chunks", 1),
@@ -321,7 +336,8 @@ dc_write <- function(mat, path, obs = NULL, var_names = rownames(mat), tile_size
                          overwrite = as.numeric(.check_flag(overwrite, "overwrite"))),
                     .writer_params)
   .Call(dcr_write, path.expand(path), as.numeric(nrow(mat)), mat@p, mat@i, mat@x, var_names,
-        if (is.null(obs)) NULL else as.list(obs), params)
+        if (is.null(obs)) NULL else as.list(obs), if (is.null(var)) NULL else as.list(var),
+        params)
   invisible(path)
 }
 
@@ -467,6 +483,41 @@ cd_categories <- function(cd, table, column) {
   cols <- .Call(dcr_cd_query, .cd_ptr(cd), 6L, .check_string(table, "table"),
                 .check_string(column, "column"), .int64_mode())
   cols[[1]]
+}
+
+# Iteration over a store in batches of whole traces (runs: one trace in one cell and
+# chromosome) or whole cells, in stored order, reading row group by row group: cd_next
+# returns each batch as a data.frame (as cd_trace does), then NULL.
+cd_iter_traces <- function(cd, batch = 100, columns = NULL) .cd_iter(cd, 0L, batch, columns)
+
+cd_iter_cells <- function(cd, batch = 10, columns = NULL) .cd_iter(cd, 1L, batch, columns)
+
+.cd_iter <- function(cd, what, batch, columns) {
+  ptr <- .Call(dcr_cd_iter, .cd_ptr(cd), what, .check_count(batch, "batch", 1),
+               .check_columns(columns))
+  state <- new.env(parent = emptyenv())
+  state$ptr <- ptr
+  state$done <- FALSE
+  structure(list(state = state, what = if (what == 0L) "traces" else "cells"),
+            class = "deltacells_cd_iter")
+}
+
+cd_next <- function(it) {
+  if (!inherits(it, "deltacells_cd_iter"))
+    .dc_arg_stop("'it' must come from cd_iter_traces() or cd_iter_cells()")
+  s <- it$state
+  if (s$done) return(NULL)
+  cols <- .Call(dcr_stream_next, s$ptr, .int64_mode())
+  if (is.null(cols)) {
+    s$done <- TRUE
+    return(NULL)
+  }
+  .coords_na(.as_data_frame(cols))
+}
+
+print.deltacells_cd_iter <- function(x, ...) {
+  cat(sprintf("<ChromData iterator over %s%s>\n", x$what, if (x$state$done) ": done" else ""))
+  invisible(x)
 }
 
 cd_write <- function(spots, path, layout = c("primary_coords", "partitioned", "flat"),

@@ -239,12 +239,15 @@ static SEXP dcr_open(SEXP path)
   return p;
 }
 
+static void arrow_holder_finalizer(SEXP p); /* Arrow streams, below */
+
 static SEXP dcr_close(SEXP p)
 {
   if (TYPEOF(p) == EXTPTRSXP) {
     SEXP tag = R_ExternalPtrTag(p);
     if (tag == Rf_install("deltacells_dataset")) dataset_finalizer(p);
     else if (tag == Rf_install("deltacells_chromdata")) chromdata_finalizer(p);
+    else if (tag == Rf_install("deltacells_stream")) arrow_holder_finalizer(p);
   }
   return R_NilValue;
 }
@@ -635,8 +638,8 @@ static SEXP schema_metadata(const struct ArrowSchema *s)
   return vals;
 }
 
-/* Reads the whole stream into h (schema, then every batch). */
-static void read_stream(arrow_holder *h)
+/* Reads the stream's schema into h (a record batch schema, or an R error). */
+static void read_schema(arrow_holder *h)
 {
   struct ArrowArrayStream *st = &h->stream;
   int rc = st->get_schema(st, &h->schema);
@@ -644,34 +647,46 @@ static void read_stream(arrow_holder *h)
     const char *m = st->get_last_error(st);
     dcr_error("Arrow stream get_schema failed (%d): %s", rc, m ? m : "");
   }
-  for (;;) {
-    if (h->n_batches == h->cap) {
-      size_t cap = h->cap ? 2 * h->cap : 16;
-      struct ArrowArray *nb = (struct ArrowArray *)realloc(h->batches, cap * sizeof *nb);
-      if (!nb) dcr_error("out of memory reading an Arrow stream");
-      h->batches = nb;
-      h->cap = cap;
-    }
-    struct ArrowArray *a = &h->batches[h->n_batches];
-    a->release = NULL;
-    rc = st->get_next(st, a);
-    if (rc != 0) {
-      const char *m = st->get_last_error(st);
-      dcr_error("Arrow stream get_next failed (%d): %s", rc, m ? m : "");
-    }
-    if (!a->release) break;
-    h->n_batches++;
-  }
   if (strcmp(h->schema.format, "+s") != 0) dcr_error("the Arrow stream does not carry record batches");
 }
 
-/* Reads a whole stream into a named list of columns (attributes "n_rows", and "metadata"
+/* Reads the next batch of the stream into h->batches[h->n_batches]; 0 at the end. */
+static int read_batch(arrow_holder *h)
+{
+  struct ArrowArrayStream *st = &h->stream;
+  if (h->n_batches == h->cap) {
+    size_t cap = h->cap ? 2 * h->cap : 16;
+    struct ArrowArray *nb = (struct ArrowArray *)realloc(h->batches, cap * sizeof *nb);
+    if (!nb) dcr_error("out of memory reading an Arrow stream");
+    h->batches = nb;
+    h->cap = cap;
+  }
+  struct ArrowArray *a = &h->batches[h->n_batches];
+  a->release = NULL;
+  int rc = st->get_next(st, a);
+  if (rc != 0) {
+    const char *m = st->get_last_error(st);
+    dcr_error("Arrow stream get_next failed (%d): %s", rc, m ? m : "");
+  }
+  if (!a->release) return 0;
+  h->n_batches++;
+  return 1;
+}
+
+/* Reads the whole stream into h (schema, then every batch). */
+static void read_stream(arrow_holder *h)
+{
+  read_schema(h);
+  while (read_batch(h)) {
+  }
+}
+
+/* The batches read into h as a named list of columns (attributes "n_rows", and "metadata"
  * when the schema has any): utf8 -> character, integers up to 32 bits -> integer, 64-bit
  * integers -> double (checked exact) or character (int64_mode 1), floats -> double, bool
  * -> logical, dictionary -> factor; nulls -> NA. */
-static SEXP stream_to_list(arrow_holder *h, int int64_mode)
+static SEXP batches_to_list(arrow_holder *h, int int64_mode)
 {
-  read_stream(h);
   const struct ArrowSchema *sc = &h->schema;
   R_xlen_t n_rows = 0;
   for (size_t b = 0; b < h->n_batches; b++) n_rows += (R_xlen_t)h->batches[b].length;
@@ -704,6 +719,12 @@ static SEXP stream_to_list(arrow_holder *h, int int64_mode)
   Rf_setAttrib(out, Rf_install("metadata"), schema_metadata(sc));
   UNPROTECT(2);
   return out;
+}
+
+static SEXP stream_to_list(arrow_holder *h, int int64_mode)
+{
+  read_stream(h);
+  return batches_to_list(h, int64_mode);
 }
 
 /* A fresh holder kept alive (and released on GC) by *keep, which the caller protects. */
@@ -829,6 +850,50 @@ static SEXP dcr_cd_query(SEXP p, SEXP what, SEXP id, SEXP columns, SEXP int64)
   }
   if (st != DC_OK) dcr_fail(st, fn);
   SEXP out = finish_stream(keep, h, mode);
+  UNPROTECT(1);
+  return out;
+}
+
+/* Iteration over a store in batches of whole runs (what 0: dc_chromdata_iter_traces) or
+ * cell segments (1: dc_chromdata_iter_cells): an external pointer "deltacells_stream"
+ * holding the stream (released by dcr_close or the garbage collector); dcr_stream_next
+ * reads it batch by batch. */
+static SEXP dcr_cd_iter(SEXP p, SEXP what, SEXP batch, SEXP columns)
+{
+  dc_chromdata *cd = (dc_chromdata *)handle(p, "deltacells_chromdata");
+  int w = (int)int64_arg(what, "what", 0, 1);
+  uint64_t n = (uint64_t)int64_arg(batch, "batch", 1, DCR_EXACT_DOUBLE);
+  size_t n_cols = 0;
+  const char *const *cols = strings_arg(columns, &n_cols, "columns");
+  arrow_holder *h = (arrow_holder *)calloc(1, sizeof *h);
+  if (!h) dcr_error("out of memory");
+  SEXP keep = PROTECT(R_MakeExternalPtr(h, Rf_install("deltacells_stream"), R_NilValue));
+  R_RegisterCFinalizerEx(keep, arrow_holder_finalizer, TRUE);
+  if (w == 0)
+    DCR_CHECK(dc_chromdata_iter_traces(cd, n, cols, n_cols, &h->stream), "dc_chromdata_iter_traces");
+  else
+    DCR_CHECK(dc_chromdata_iter_cells(cd, n, cols, n_cols, &h->stream), "dc_chromdata_iter_cells");
+  read_schema(h);
+  UNPROTECT(1);
+  return keep;
+}
+
+/* The next batch of a "deltacells_stream" as a list of columns (as stream_to_list), or
+ * NULL at the end (the stream is then released). */
+static SEXP dcr_stream_next(SEXP p, SEXP int64)
+{
+  arrow_holder *h = (arrow_holder *)handle(p, "deltacells_stream");
+  int mode = int64_mode_arg(int64);
+  for (size_t b = 0; b < h->n_batches; b++)
+    if (h->batches[b].release) h->batches[b].release(&h->batches[b]);
+  h->n_batches = 0;
+  if (!read_batch(h)) {
+    arrow_holder_finalizer(p);
+    return R_NilValue;
+  }
+  SEXP out = PROTECT(batches_to_list(h, mode));
+  h->batches[0].release(&h->batches[0]);
+  h->n_batches = 0;
   UNPROTECT(1);
   return out;
 }
@@ -1157,10 +1222,27 @@ static void append_cells(dc_writer *w, SEXP wkeep, SEXP p, SEXP i, SEXP x)
   }
 }
 
-/* Writes a dgCMatrix (genes x cells; slots i, p, x) with optional var names and obs.
- * params: list(codes = DC_WRITER_* integer codes, values = double). */
+/* A table argument (a list of columns, or NULL) as a batch of `rows` rows, built before
+ * any library call; *keep (protected by the caller) holds it. NULL for NULL. */
+static batch_holder *table_arg(SEXP df, const char *what, R_xlen_t rows, const char *rows_are,
+                               SEXP *keep)
+{
+  *keep = R_NilValue;
+  if (Rf_isNull(df)) return NULL;
+  batch_holder *b = new_batch(keep);
+  PROTECT(*keep);
+  build_batch(b, df, what); /* R errors (bad column types) before any library call */
+  if (b->batch.length != rows)
+    dcr_error("'%s' has %ld rows, the matrix %ld %s", what, (long)b->batch.length, (long)rows,
+              rows_are);
+  UNPROTECT(1);
+  return b;
+}
+
+/* Writes a dgCMatrix (genes x cells; slots i, p, x) with optional var names, obs and var
+ * table. params: list(codes = DC_WRITER_* integer codes, values = double). */
 static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_names,
-                      SEXP obs, SEXP params)
+                      SEXP obs, SEXP var, SEXP params)
 {
   const char *cpath = string_arg(path, "path");
   int64_t genes = int64_arg(n_genes, "n_genes", 0, UINT32_MAX);
@@ -1168,18 +1250,11 @@ static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_
   size_t n_names = 0;
   const char *const *names = strings_arg(var_names, &n_names, "var_names");
   params_arg pa = params_of(params);
-  SEXP bkeep = R_NilValue;
-  batch_holder *b = NULL;
-  if (!Rf_isNull(obs)) {
-    b = new_batch(&bkeep);
-    PROTECT(bkeep);
-    build_batch(b, obs, "obs"); /* R errors (bad column types) before any library call */
-    if (b->batch.length != XLENGTH(p) - 1)
-      dcr_error("'obs' has %ld rows, the matrix %ld cells (columns)", (long)b->batch.length,
-               (long)(XLENGTH(p) - 1));
-  } else {
-    PROTECT(bkeep);
-  }
+  SEXP bkeep, vkeep;
+  batch_holder *b = table_arg(obs, "obs", XLENGTH(p) - 1, "cells (columns)", &bkeep);
+  PROTECT(bkeep);
+  batch_holder *v = table_arg(var, "var", (R_xlen_t)genes, "genes (rows)", &vkeep);
+  PROTECT(vkeep);
 
   dc_writer *w = NULL;
   DCR_CHECK(dc_writer_create(cpath, (uint32_t)genes, &w), "dc_writer_create");
@@ -1194,9 +1269,14 @@ static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_
     batch_holder_finalizer(bkeep);                                  /* schema released */
     check_writer(s, "dc_writer_append_obs", wkeep);
   }
+  if (v) {
+    dc_status s = dc_writer_set_var_table(w, &v->batch, &v->schema); /* batch moved in */
+    batch_holder_finalizer(vkeep);                                     /* schema released */
+    check_writer(s, "dc_writer_set_var_table", wkeep);
+  }
   check_writer(dc_writer_finish(w), "dc_writer_finish", wkeep);
   writer_finalizer(wkeep);
-  UNPROTECT(2);
+  UNPROTECT(3);
   return R_NilValue;
 }
 
@@ -1302,10 +1382,12 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_read_cells", (DL_FUNC)&dcr_read_cells, 2},
     {"dcr_obs", (DL_FUNC)&dcr_obs, 3},
     {"dcr_var_table", (DL_FUNC)&dcr_var_table, 2},
-    {"dcr_write", (DL_FUNC)&dcr_write, 8},
+    {"dcr_write", (DL_FUNC)&dcr_write, 9},
     {"dcr_cd_open", (DL_FUNC)&dcr_cd_open, 1},
     {"dcr_cd_info", (DL_FUNC)&dcr_cd_info, 1},
     {"dcr_cd_query", (DL_FUNC)&dcr_cd_query, 5},
+    {"dcr_cd_iter", (DL_FUNC)&dcr_cd_iter, 4},
+    {"dcr_stream_next", (DL_FUNC)&dcr_stream_next, 2},
     {"dcr_cd_write", (DL_FUNC)&dcr_cd_write, 4},
     {NULL, NULL, 0}};
 

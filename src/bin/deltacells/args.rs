@@ -4,14 +4,19 @@
 use deltacells::{Error, Result};
 
 /// Options that take no value.
-const FLAG_NAMES: [&str; 6] = [
+const FLAG_NAMES: [&str; 8] = [
     "--no-sort-genes",
     "--help",
     "-h",
     "--overwrite",
     "--tiles",
     "--float32",
+    "--quiet",
+    "-q",
 ];
+
+/// Options every command takes.
+const GLOBAL_OPTIONS: [&str; 2] = ["--quiet", "-q"];
 
 /// Parsed command line: positional words and `--name [value]` options.
 pub struct Args {
@@ -21,11 +26,11 @@ pub struct Args {
 
 impl Args {
     pub fn parse(raw: Vec<String>) -> Args {
-        const FLAGS: [&str; 6] = FLAG_NAMES;
+        const FLAGS: [&str; 8] = FLAG_NAMES;
         let (mut words, mut opts) = (Vec::new(), Vec::new());
         let mut it = raw.into_iter();
         while let Some(a) = it.next() {
-            if a.starts_with("--") || a == "-h" {
+            if a.starts_with("--") || a == "-h" || a == "-q" {
                 let v = if FLAGS.contains(&a.as_str()) {
                     None
                 } else {
@@ -57,7 +62,7 @@ impl Args {
     }
     pub fn check_known(&self, known: &[&str]) -> Result<()> {
         for (n, v) in &self.opts {
-            if !known.contains(&n.as_str()) {
+            if !known.contains(&n.as_str()) && !GLOBAL_OPTIONS.contains(&n.as_str()) {
                 return Err(Error::invalid_argument(format!("unknown option {n}")));
             }
             if v.is_none() && !FLAG_NAMES.contains(&n.as_str()) {

@@ -9,6 +9,7 @@ use deltacells::chromdata::{fofct, ChromData, Columns, Layout, WriterOptions};
 use deltacells::{Error, Result};
 
 use super::args::Args;
+use super::console::{self, summary, Bar};
 
 pub const HELP: &str = "usage:
   deltacells chromdata info STORE
@@ -38,7 +39,18 @@ import-fofct
        of the RAM): rows are spilled as sorted runs and merged. The layout defaults to
        primary+coords (2.2); a path ending in .cdz writes the zipped container. The store is
        built beside the target and renamed into place: an interrupted import leaves no store.
-       A malformed line is reported with its line number.";
+       A malformed line is reported with its line number. Progress (bytes of the table
+       read, then the final sort and write) is shown on stderr when it is a terminal.
+
+Every subcommand takes --quiet (-q): nothing but errors.
+
+Examples:
+  deltacells chromdata import-fofct traces.csv traces.cdz
+  deltacells chromdata import-fofct traces.csv traces.chromdata.zarr --layout flat --float32
+  deltacells chromdata info traces.cdz
+  deltacells chromdata get traces.cdz --trace 17                      # CSV on stdout
+  deltacells chromdata get traces.cdz --cell fov1_cell03 --columns coords,Intensity
+  deltacells chromdata get traces.cdz --chrom chr21 --format parquet --output chr21.parquet";
 
 fn columns_of(a: &Args) -> Columns {
     match a.value("--columns") {
@@ -258,9 +270,11 @@ pub fn import_fofct(a: &Args) -> Result<()> {
         ..WriterOptions::default()
     };
     let t = std::time::Instant::now();
-    let n = fofct::import(table, out, options)?;
-    let _ = writeln!(
-        std::io::stdout().lock(),
+    let n = {
+        let bar = Bar::new(out, Bar::wanted(console::quiet()));
+        fofct::import_observed(table, out, options, &bar)?
+    };
+    summary!(
         "{out}: {n} spots from {table}, layout {}, {:.2}s",
         layout.name(),
         t.elapsed().as_secs_f64()

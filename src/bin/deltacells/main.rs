@@ -12,7 +12,7 @@
 //! `deltacells COMMAND --help` explains each. Errors print one line on stderr and exit with
 //! status 1.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -25,6 +25,9 @@ use deltacells::{Error, Result};
 
 mod args;
 mod chromdata_cli;
+mod console;
+
+use console::{quiet, summary, Bar};
 
 use args::Args;
 
@@ -57,6 +60,15 @@ usage:
   deltacells chromdata get STORE --trace ID | --cell ID | --chrom NAME [--columns ..]
                            [--format csv|parquet] [--output FILE]
   deltacells chromdata import-fofct TABLE.csv OUT.chromdata.zarr|OUT.cdz [options]
+
+Every command takes --quiet (-q): print nothing but errors. Long work (convert, verify,
+chromdata import-fofct) shows its progress on stderr when stderr is a terminal.
+
+Examples:
+  deltacells convert filtered_feature_bc_matrix/ pbmc.dc
+  deltacells verify pbmc.dc --against filtered_feature_bc_matrix/
+  deltacells chromdata import-fofct traces.csv traces.cdz
+  deltacells chromdata get traces.cdz --trace 17 --columns coords
 
 `deltacells COMMAND --help` (or `deltacells help COMMAND`) explains a command.
 Errors print one line on stderr and exit with status 1.";
@@ -101,14 +113,24 @@ Safety: the dataset is written into a hidden temporary directory next to OUTPUT 
 into place at the end, so an interrupted or failed conversion never leaves anything that
 opens as a dataset. A bad input gives a one-line error naming the file and the line (or the
 HDF5 element and position), and exit status 1.
-Progress is shown on stderr when stderr is a terminal.";
+Progress is shown on stderr when stderr is a terminal (not with --quiet, which also drops
+the summary).
+
+Examples:
+  deltacells convert filtered_feature_bc_matrix/ pbmc.dc
+  deltacells convert pbmc.h5ad pbmc.dc --matrix layers/counts --tile-size 4096 --overwrite
+  deltacells convert GSE123.mtx.gz out.dc --no-sort-genes --level 9 --threads 8 --quiet";
 
 const INFO_HELP: &str = "usage: deltacells info DATASET [--tiles]
 
 Prints the manifest summary of a dataset: cells, genes, nonzeros, tiles and their sizes,
 bytes per cell and per nonzero, encoder settings, and which optional parts it has (gene
 order, var names, var table, obs). Reads the manifest only (nothing is decoded); use
-`deltacells verify` to check the tiles. --tiles lists every tile.";
+`deltacells verify` to check the tiles. --tiles lists every tile.
+
+Examples:
+  deltacells info pbmc.dc
+  deltacells info pbmc.dc --tiles | sort -k4 -n | tail   # the largest tiles";
 
 const VERIFY_HELP: &str = "usage: deltacells verify DATASET [--threads N] [--against INPUT]
 
@@ -119,7 +141,13 @@ else; gene_order.npy and var_names.txt when listed; that optional files exist ex
 the manifest says so (and obs shard sizes). Prints one line per problem and exits with
 status 1 if there is any, else prints a summary and exits 0.
   --against INPUT  also gather every cell (tile by tile, through the reader's gather) and
-                   compare it with INPUT (any input `convert` takes), undoing the gene order.";
+                   compare it with INPUT (any input `convert` takes), undoing the gene order.
+Progress is shown on stderr when stderr is a terminal.
+
+Examples:
+  deltacells verify pbmc.dc
+  deltacells verify pbmc.dc --against filtered_feature_bc_matrix/ --threads 4
+  deltacells verify pbmc.dc --quiet && echo valid";
 
 const EXPORT_HELP: &str = "usage: deltacells export DATASET OUT.mtx [--cells LIST|FILE]
 
@@ -130,7 +158,11 @@ converter's sorting is undone, so row i is line i of the input's features.tsv); 
 dataset column order. Column k is the k-th requested cell.
   --cells LIST   0-based cell indices: 0,5,9 or ranges 0-99 (inclusive), comma-separated
   --cells FILE   a file with one 0-based cell index per line
-Default: all cells, in order. The file is written under a temporary name and renamed.";
+Default: all cells, in order. The file is written under a temporary name and renamed.
+
+Examples:
+  deltacells export pbmc.dc first100.mtx --cells 0-99
+  deltacells export pbmc.dc selected.mtx.gz --cells cells.txt";
 
 const TILE_HELP: &str = "usage:
   deltacells tile encode INPUT OUT.dct [--level N] [--chunks N] [--threads N] [--no-sort-genes]
@@ -139,7 +171,12 @@ const TILE_HELP: &str = "usage:
 
 Single tiles (one file holding all cells of INPUT): encode, describe, decode with every check.
 INPUT: a 10x Genomics matrix folder or a Matrix Market file (genes x cells).
-By default genes are reordered by decreasing total count, as deltacells datasets store them.";
+By default genes are reordered by decreasing total count, as deltacells datasets store them.
+
+Examples:
+  deltacells tile encode filtered_feature_bc_matrix/ all.dct --level 19 --chunks 8
+  deltacells tile info all.dct
+  deltacells tile verify all.dct --against filtered_feature_bc_matrix/";
 
 fn read_input(path: &Path, sort_genes: bool) -> Result<CellMatrix> {
     let matrix = if path.is_dir() {
@@ -199,7 +236,7 @@ fn tile_encode(a: &Args) -> Result<()> {
     let enc_s = t1.elapsed().as_secs_f64();
     let out = PathBuf::from(out);
     std::fs::write(&out, &blob).map_err(|e| Error::io(&out, &e))?;
-    say!(
+    summary!(
         "{}: {} cells x {} genes, {} nonzeros -> {} bytes ({:.3} bytes/nonzero); read {:.2}s, encoded {:.2}s",
         out.display(),
         m.n_cells,
@@ -273,48 +310,6 @@ fn tile_verify(a: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Progress on stderr, only when it is a terminal, at most 5 times a second.
-struct Progress {
-    on: bool,
-    last: Option<Instant>,
-    start: Instant,
-}
-
-impl Progress {
-    fn new() -> Progress {
-        Progress {
-            on: std::io::stderr().is_terminal(),
-            last: None,
-            start: Instant::now(),
-        }
-    }
-    fn update(&mut self, done: u64, total: u64) {
-        if !self.on {
-            return;
-        }
-        let now = Instant::now();
-        if done < total
-            && self
-                .last
-                .is_some_and(|t| now - t < std::time::Duration::from_millis(200))
-        {
-            return;
-        }
-        self.last = Some(now);
-        let secs = self.start.elapsed().as_secs_f64();
-        let mut e = std::io::stderr().lock();
-        let _ = write!(
-            e,
-            "\r\x1b[Kconverting: {done}/{total} cells ({:.0}%), {:.0} cells/s",
-            100.0 * done as f64 / total.max(1) as f64,
-            done as f64 / secs.max(1e-9)
-        );
-        if done >= total {
-            let _ = writeln!(e);
-        }
-    }
-}
-
 fn two_words<'a>(a: &'a Args, cmd: &str, what: &str) -> Result<(&'a str, &'a str)> {
     match a.words.as_slice() {
         [_, x, y] => Ok((x, y)),
@@ -363,11 +358,10 @@ fn cmd_convert(a: &Args) -> Result<()> {
         Some(elem) => Box::new(conv::h5ad::H5adSource::open_matrix(input, elem)?),
         None => conv::open_source(input)?,
     };
-    let mut progress = Progress::new();
-    let s = conv::convert(source.as_mut(), Path::new(output), &opts, &mut |d, t| {
-        progress.update(d, t)
-    })?;
-    say!(
+    let bar = Bar::new(output, Bar::wanted(quiet()));
+    let s = conv::convert(source.as_mut(), Path::new(output), &opts, &bar)?;
+    drop(bar); // cleared before the summary
+    summary!(
         "{output}: {} cells x {} genes, {} nonzeros, from a {} ({:.1} MB)",
         s.n_cells,
         s.n_genes,
@@ -375,7 +369,7 @@ fn cmd_convert(a: &Args) -> Result<()> {
         s.kind,
         s.input_bytes as f64 / 1e6
     );
-    say!(
+    summary!(
         "  {} bytes ({:.1} bytes/cell, {:.3} bytes/nonzero), {} tiles of {} cells, zstd {}, {} chunks",
         s.output_bytes,
         s.output_bytes as f64 / s.n_cells as f64,
@@ -385,7 +379,7 @@ fn cmd_convert(a: &Args) -> Result<()> {
         opts.writer.zstd_level,
         opts.writer.n_chunks
     );
-    say!(
+    summary!(
         "  genes: {}; names: {}",
         if opts.sort_genes {
             "sorted by decreasing total count (gene_order.npy)"
@@ -397,10 +391,10 @@ fn cmd_convert(a: &Args) -> Result<()> {
             .unwrap_or("none (the input has none)")
     );
     if s.tables_available && !s.tables_stored {
-        say!("  obs/var tables: read and checked, not stored (this build's writer has no obs/var.parquet yet)");
+        summary!("  obs/var tables: read and checked, not stored (this build's writer has no obs/var.parquet yet)");
     }
     let secs = t0.elapsed().as_secs_f64();
-    say!(
+    summary!(
         "  {secs:.2}s ({:.0} cells/s, {:.1} MB/s of input)",
         s.n_cells as f64 / secs,
         s.input_bytes as f64 / 1e6 / secs
@@ -515,9 +509,13 @@ fn cmd_verify(a: &Args) -> Result<()> {
     a.check_known(&["--threads", "--against"])?;
     let path = one_word(a, "verify", "DATASET")?;
     let t0 = Instant::now();
-    let rep = conv::verify::verify_dataset(Path::new(path), a.number("--threads", 0usize)?);
+    let threads = a.number("--threads", 0usize)?;
+    let rep = {
+        let bar = Bar::new(path, Bar::wanted(quiet()));
+        conv::verify::verify_dataset(Path::new(path), threads, &bar)
+    };
     for n in &rep.notes {
-        say!("{path}: note: {n}");
+        summary!("{path}: note: {n}");
     }
     if !rep.problems.is_empty() {
         for p in &rep.problems {
@@ -530,7 +528,7 @@ fn cmd_verify(a: &Args) -> Result<()> {
             rep.n_tiles
         )));
     }
-    say!(
+    summary!(
         "{path}: OK: {} tiles, {} cells, {} nonzeros; every CRC, tile check and manifest agreement passed ({:.2}s)",
         rep.n_tiles,
         rep.n_cells,
@@ -541,9 +539,13 @@ fn cmd_verify(a: &Args) -> Result<()> {
         let ds = Dataset::open(path)?;
         ds.set_threads(a.number("--threads", 0usize)?);
         let mut source = conv::open_source(Path::new(src))?;
-        let nnz = conv::verify::compare_with_source(&ds, source.as_mut())
+        let bar = Bar::new(&format!("{path} with {src}"), Bar::wanted(quiet()));
+        let nnz = conv::verify::compare_with_source(&ds, source.as_mut(), &bar)
             .map_err(|e| e.context(format!("{path} vs {src}")))?;
-        say!("{path}: gathered all cells: identical to {src} ({nnz} nonzeros, gene order undone)");
+        drop(bar);
+        summary!(
+            "{path}: gathered all cells: identical to {src} ({nnz} nonzeros, gene order undone)"
+        );
     }
     Ok(())
 }
@@ -614,7 +616,7 @@ fn cmd_export(a: &Args) -> Result<()> {
         None => (0..n).collect(),
     };
     let s = conv::export::export_mtx(&ds, &cells, Path::new(out))?;
-    say!(
+    summary!(
         "{out}: {} genes x {} cells, {} nonzeros (genes in {} order)",
         s.n_genes,
         s.n_cells,
@@ -642,6 +644,7 @@ fn help_for(cmd: &str) -> &'static str {
 
 fn run(raw: Vec<String>) -> Result<()> {
     let a = Args::parse(raw);
+    console::set_quiet(a.flag("--quiet") || a.flag("-q"));
     let first = a.words.first().map(String::as_str);
     if first == Some("help") {
         say!("{}", help_for(a.words.get(1).map_or("", String::as_str)));

@@ -145,6 +145,8 @@ pub(crate) struct Store {
     backend: Backend,
     /// The path the user gave, for messages.
     pub(crate) display: String,
+    /// Where the store is on the local file system (the directory or the `.cdz`).
+    pub(crate) location: PathBuf,
 }
 
 impl Store {
@@ -164,6 +166,7 @@ impl Store {
             return Ok(Store {
                 backend: Backend::Dir(path.to_path_buf()),
                 display,
+                location: path.to_path_buf(),
             });
         }
         let mut file = File::open(path).map_err(|e| Error::io(path, &e))?;
@@ -207,6 +210,7 @@ impl Store {
                 members,
             },
             display,
+            location: path.to_path_buf(),
         })
     }
 

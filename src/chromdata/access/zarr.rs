@@ -1,13 +1,19 @@
-//! Zarr v3 arrays of a store (§6.1, §11): 1-D arrays read through zarrs (bytes + zstd
+//! Zarr v3 arrays of a store (§6.1, §11, §12): 1-D index arrays and the N-D arrays of the
+//! component groups, read through zarrs (bytes + zstd
 //! codecs) from a directory or a `.cdz` alike, with their dtype and shape checked.
 
 use std::sync::Arc;
 
+use arrow_array::{
+    ArrayRef, BooleanArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
+    Int8Array, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+};
 use bytes::Bytes;
 use serde_json::Value;
 use zarrs::array::Array;
 
 use super::store::Store;
+use crate::chromdata::spec::ArrayType;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Reads the 1-D Zarr arrays of a store.
@@ -82,6 +88,56 @@ impl ArrayReader {
             )));
         }
         Ok(v)
+    }
+
+    /// The elements of the N-D array at `path` (§12: cellm, binm, results, uns), row-major,
+    /// as one Arrow array of `ty`'s type. `shape` is the shape its `zarr.json` declares
+    /// (parsed by the caller); the array must agree.
+    pub(crate) fn read_values(&self, path: &str, ty: ArrayType, shape: &[u64]) -> Result<ArrayRef> {
+        let ctx = format!("{}/{path}", self.store.display);
+        let zerr = |e: &dyn std::fmt::Display| Error::format(format!("{ctx}: {e}"));
+        let array = Array::open(self.zs.clone(), &format!("/{path}")).map_err(|e| zerr(&e))?;
+        if array.shape() != shape {
+            return Err(Error::format(format!(
+                "{ctx}: zarrs reads shape {:?}, zarr.json says {shape:?}",
+                array.shape()
+            )));
+        }
+        let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+        if n.is_none_or(|n| n > (isize::MAX as u64) / ty.size() as u64) {
+            return Err(Error::limit(format!(
+                "{ctx}: shape {shape:?} holds more elements than memory can"
+            )));
+        }
+        // zarrs may fan out over chunks with rayon: keep that off the global pool.
+        let pool = crate::pool::pool(2)?;
+        let subset = array.subset_all();
+        macro_rules! elements {
+            ($t:ty) => {
+                pool.install(|| array.retrieve_array_subset::<Vec<$t>>(&subset))
+                    .map_err(|e| zerr(&e))?
+            };
+        }
+        let values: ArrayRef = match ty {
+            ArrayType::Bool => Arc::new(BooleanArray::from(elements!(bool))),
+            ArrayType::Int8 => Arc::new(Int8Array::from(elements!(i8))),
+            ArrayType::Int16 => Arc::new(Int16Array::from(elements!(i16))),
+            ArrayType::Int32 => Arc::new(Int32Array::from(elements!(i32))),
+            ArrayType::Int64 => Arc::new(Int64Array::from(elements!(i64))),
+            ArrayType::UInt8 => Arc::new(UInt8Array::from(elements!(u8))),
+            ArrayType::UInt16 => Arc::new(UInt16Array::from(elements!(u16))),
+            ArrayType::UInt32 => Arc::new(UInt32Array::from(elements!(u32))),
+            ArrayType::UInt64 => Arc::new(UInt64Array::from(elements!(u64))),
+            ArrayType::Float32 => Arc::new(Float32Array::from(elements!(f32))),
+            ArrayType::Float64 => Arc::new(Float64Array::from(elements!(f64))),
+        };
+        if Some(values.len() as u64) != n {
+            return Err(Error::format(format!(
+                "{ctx}: decoded {} elements, shape {shape:?} says otherwise",
+                values.len()
+            )));
+        }
+        Ok(values)
     }
 
     pub(crate) fn read_i64(&self, path: &str) -> Result<Vec<i64>> {

@@ -11,6 +11,7 @@
 //! [`assemble`] reads the planned rows of each file set and builds the result columns.
 
 mod assemble;
+mod components;
 mod files;
 mod index;
 mod iter;
@@ -20,6 +21,7 @@ mod query;
 mod schema;
 mod tables;
 
+pub use components::SHAPE_METADATA;
 pub use iter::SpotBatches;
 pub use plan::Columns;
 pub use query::CatValue;

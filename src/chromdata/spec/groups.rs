@@ -138,19 +138,21 @@ pub(crate) struct ComponentAttrs {
 impl ComponentAttrs {
     /// Original keys of the members of a group of `kind`, in logical order.
     pub(crate) fn keys(&self, kind: ComponentKind) -> Vec<String> {
+        self.entries(kind)
+            .iter()
+            .map(|e| e.key().to_string())
+            .collect()
+    }
+
+    /// The member list of a group of `kind` (empty when absent).
+    pub(crate) fn entries(&self, kind: ComponentKind) -> &[ComponentEntry] {
         let list = match kind {
             ComponentKind::Uns => &self.arrays,
             ComponentKind::Contacts => &self.contacts,
             ComponentKind::Links => &self.links,
             _ => &self.keys,
         };
-        list.iter()
-            .flatten()
-            .map(|e| match e {
-                ComponentEntry::Name(s) => s.clone(),
-                ComponentEntry::Record(r) => r.key.clone(),
-            })
-            .collect()
+        list.as_deref().unwrap_or(&[])
     }
 }
 
@@ -168,6 +170,39 @@ pub(crate) struct KeyRecord {
     pub(crate) key: String,
     #[serde(flatten)]
     pub(crate) other: Members,
+}
+
+impl ComponentEntry {
+    /// A member of a `keys` list: `{"key": <original key>, "name": <stored name>}`.
+    #[allow(dead_code)] // the writer's §12 calls
+    pub(crate) fn member(key: &str, name: &str) -> ComponentEntry {
+        let mut other = Members::new();
+        other.insert("name".into(), Value::String(name.into()));
+        ComponentEntry::Record(KeyRecord {
+            key: key.into(),
+            other,
+        })
+    }
+
+    /// The original key.
+    pub(crate) fn key(&self) -> &str {
+        match self {
+            ComponentEntry::Name(s) => s,
+            ComponentEntry::Record(r) => &r.key,
+        }
+    }
+
+    /// The stored name of a `keys` member (its `name`; the key itself when there is none).
+    pub(crate) fn stored_name(&self) -> &str {
+        match self {
+            ComponentEntry::Name(s) => s,
+            ComponentEntry::Record(r) => r
+                .other
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or(&r.key),
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for ComponentEntry {

@@ -9,6 +9,7 @@
 //! `ordered`, `dir`, `row_group_size`, `index`, `kind`, `source_result`, ...) are read
 //! leniently: a value of another type is dropped, not rejected.
 
+mod components;
 mod groups;
 mod layout;
 mod names;
@@ -18,7 +19,11 @@ mod types;
 
 pub use layout::Layout;
 
-pub(crate) use groups::{ComponentAttrs, ComponentKind, GroupNode};
+#[allow(unused_imports)] // the writer side: see components.rs
+pub(crate) use components::{
+    externalize_uns, relative_path, ArrayNode, ResultAttrs, UnsArray, UNS_INLINE_MAX,
+};
+pub(crate) use groups::{ComponentAttrs, ComponentEntry, ComponentKind, GroupNode};
 pub(crate) use names::{
     categories_path, chrom_dirs, portable, table_path, AXES, LAYER_PREFIX, TRACK_PREFIX,
 };
@@ -28,7 +33,7 @@ pub(crate) use tables::{
     PassTableEntry, Placement, SmallTable, SpotFiles, SpotsEntry, Storage, Tables, TablesAttrs,
     TracksEntry,
 };
-pub(crate) use types::{CodeType, FloatType, ValueType};
+pub(crate) use types::{ArrayType, CodeType, FloatType, ResultType, ValueType};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -122,4 +127,34 @@ pub(crate) fn round_trip(root_doc: &Value, tables_doc: &Value) -> Result<(Vec<u8
         ));
     }
     Ok((root_bytes, tables_bytes))
+}
+
+/// Parses a §12 node document with the model and emits it again: a component group
+/// (`group`: cellm, binm, results, uns, contacts, links) or a results member (`result`: a
+/// group or an array node carrying `_type`). The emitted bytes must parse back to the same
+/// model; for the round-trip tests they must also equal the parsed JSON value.
+pub(crate) fn component_round_trip(what: &str, doc: &Value) -> Result<Vec<u8>> {
+    fn again<T: Serialize + DeserializeOwned + PartialEq>(v: T) -> Result<Vec<u8>> {
+        let bytes = to_json(&v)?;
+        let back: T = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+        if back != v {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                "the component model parsed from its own output differs",
+            ));
+        }
+        Ok(bytes)
+    }
+    match (what, doc.get("node_type").and_then(Value::as_str)) {
+        ("group", _) => again(from_json::<GroupNode<ComponentAttrs>>(
+            doc,
+            "component group",
+        )?),
+        ("result", Some("array")) => {
+            again(ArrayNode::<ResultAttrs>::parse(doc, "results member")?.0)
+        }
+        ("result", _) => again(from_json::<GroupNode<ResultAttrs>>(doc, "results member")?),
+        _ => Err(Error::invalid_argument(format!("unknown node kind {what}"))),
+    }
 }

@@ -164,3 +164,113 @@ impl FloatType {
         }
     }
 }
+
+/// Element type of the N-D Zarr arrays of §12 (cellm, binm, results, uns; §6.1): the Zarr v3
+/// `data_type` names, which are also the names `dc_chromdata_attrs` reports as `dtype`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ArrayType {
+    Bool,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    UInt8,
+    UInt16,
+    UInt32,
+    UInt64,
+    Float32,
+    Float64,
+}
+
+vocabulary!(ArrayType, "array data type", {
+    Bool => "bool", Int8 => "int8", Int16 => "int16", Int32 => "int32", Int64 => "int64",
+    UInt8 => "uint8", UInt16 => "uint16", UInt32 => "uint32", UInt64 => "uint64",
+    Float32 => "float32", Float64 => "float64",
+});
+
+impl ArrayType {
+    /// The Arrow type of the elements.
+    #[allow(dead_code)] // the writer's §12 calls
+    pub(crate) fn arrow(self) -> DataType {
+        match self {
+            ArrayType::Bool => DataType::Boolean,
+            ArrayType::Int8 => DataType::Int8,
+            ArrayType::Int16 => DataType::Int16,
+            ArrayType::Int32 => DataType::Int32,
+            ArrayType::Int64 => DataType::Int64,
+            ArrayType::UInt8 => DataType::UInt8,
+            ArrayType::UInt16 => DataType::UInt16,
+            ArrayType::UInt32 => DataType::UInt32,
+            ArrayType::UInt64 => DataType::UInt64,
+            ArrayType::Float32 => DataType::Float32,
+            ArrayType::Float64 => DataType::Float64,
+        }
+    }
+
+    /// The element type of Arrow type `t`; None for types a Zarr array of §6.1 cannot hold.
+    #[allow(dead_code)] // the writer's §12 calls
+    pub(crate) fn of_arrow(t: &DataType) -> Option<ArrayType> {
+        ArrayType::ALL.iter().copied().find(|a| &a.arrow() == t)
+    }
+
+    /// Bytes per element.
+    pub(crate) fn size(self) -> usize {
+        match self {
+            ArrayType::Bool | ArrayType::Int8 | ArrayType::UInt8 => 1,
+            ArrayType::Int16 | ArrayType::UInt16 => 2,
+            ArrayType::Int32 | ArrayType::UInt32 | ArrayType::Float32 => 4,
+            _ => 8,
+        }
+    }
+
+    /// The NumPy type string of an inline `ndarray` tag of uns (§12), e.g. `<f8`.
+    pub(crate) fn numpy(self) -> &'static str {
+        match self {
+            ArrayType::Bool => "|b1",
+            ArrayType::Int8 => "|i1",
+            ArrayType::Int16 => "<i2",
+            ArrayType::Int32 => "<i4",
+            ArrayType::Int64 => "<i8",
+            ArrayType::UInt8 => "|u1",
+            ArrayType::UInt16 => "<u2",
+            ArrayType::UInt32 => "<u4",
+            ArrayType::UInt64 => "<u8",
+            ArrayType::Float32 => "<f4",
+            ArrayType::Float64 => "<f8",
+        }
+    }
+
+    /// The element type of a NumPy type string (`<f8`, `float64`, `=i4`, `bool`, ...); None
+    /// for a type that is not numeric or bool, or big-endian.
+    pub(crate) fn of_numpy(s: &str) -> Option<ArrayType> {
+        if let Some(t) = ArrayType::from_name(s) {
+            return Some(t);
+        }
+        if s == "bool" || s == "?" {
+            return Some(ArrayType::Bool);
+        }
+        let body = match s.as_bytes().first() {
+            Some(b'<' | b'|' | b'=') => &s[1..],
+            Some(b'>') if s.ends_with('1') => &s[1..],
+            Some(b'>') => return None,
+            _ => s,
+        };
+        ArrayType::ALL
+            .iter()
+            .copied()
+            .find(|t| &t.numpy()[1..] == body)
+    }
+}
+
+/// `_type` of a results member (§12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResultType {
+    Table,
+    Array,
+    Json,
+    Mapping,
+}
+
+vocabulary!(ResultType, "result type", {
+    Table => "table", Array => "array", Json => "json", Mapping => "mapping",
+});

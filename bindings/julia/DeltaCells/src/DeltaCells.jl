@@ -365,6 +365,29 @@ read_spots(cd::ChromData; original_order::Bool = false, columns = nothing) =
     with_columns((c, n) -> stream(p -> L.dc_chromdata_read_spots(handle(cd), original_order, c, n, p)), columns)
 
 """
+    attrs(cd, kind, path = String[]) -> String
+
+Metadata of a pass-through entry as JSON text (`dc_chromdata_attrs`): `kind` is "results",
+"cellm", "binm", "intervals", "points" (path = the key, then member keys inside results
+mappings), or "uns", "contacts", "links" (empty path).
+"""
+function attrs(cd::ChromData, kind::AbstractString, path = String[])
+    json, len = Ref{Ptr{UInt8}}(C_NULL), Ref{Csize_t}(0)
+    with_columns((c, n) -> check(L.dc_chromdata_attrs(handle(cd), kind, c, n, json, len)), path)
+    try
+        return unsafe_string(json[], len[])
+    finally
+        L.dc_bytes_free(json[], len[])
+    end
+end
+"An array entry (cellm, binm, results, uns) as one batch with one column `value`."
+array(cd::ChromData, kind::AbstractString, path) =
+    with_columns((c, n) -> stream(p -> L.dc_chromdata_array(handle(cd), kind, c, n, p)), path)
+"A results entry of type table."
+result_table(cd::ChromData, path) =
+    with_columns((c, n) -> stream(p -> L.dc_chromdata_result_table(handle(cd), c, n, p)), path)
+
+"""
     ChromDataWriter(path)
 
 A ChromData store being written (a `.cdz` zip if `path` ends in `.cdz`). Spots enter as

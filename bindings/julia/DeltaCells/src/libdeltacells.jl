@@ -188,6 +188,21 @@ function dc_chromdata_read_spots(cd, original_order, columns, n_columns, out)
     ccall((:dc_chromdata_read_spots, libdeltacells), dc_status, (Ptr{dc_chromdata}, Cint, Ptr{Ptr{Cchar}}, Csize_t, Ptr{ArrowArrayStream}), cd, original_order, columns, n_columns, out)
 end
 
+# dc_status dc_chromdata_attrs(struct dc_chromdata * cd, const char * kind, const char * const * path, size_t n_path, uint8_t * * json_out, size_t * len_out)
+function dc_chromdata_attrs(cd, kind, path, n_path, json_out, len_out)
+    ccall((:dc_chromdata_attrs, libdeltacells), dc_status, (Ptr{dc_chromdata}, Cstring, Ptr{Ptr{Cchar}}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), cd, kind, path, n_path, json_out, len_out)
+end
+
+# dc_status dc_chromdata_array(struct dc_chromdata * cd, const char * kind, const char * const * path, size_t n_path, struct ArrowArrayStream * out)
+function dc_chromdata_array(cd, kind, path, n_path, out)
+    ccall((:dc_chromdata_array, libdeltacells), dc_status, (Ptr{dc_chromdata}, Cstring, Ptr{Ptr{Cchar}}, Csize_t, Ptr{ArrowArrayStream}), cd, kind, path, n_path, out)
+end
+
+# dc_status dc_chromdata_result_table(struct dc_chromdata * cd, const char * const * path, size_t n_path, struct ArrowArrayStream * out)
+function dc_chromdata_result_table(cd, path, n_path, out)
+    ccall((:dc_chromdata_result_table, libdeltacells), dc_status, (Ptr{dc_chromdata}, Ptr{Ptr{Cchar}}, Csize_t, Ptr{ArrowArrayStream}), cd, path, n_path, out)
+end
+
 # dc_status dc_chromdata_writer_create(const char * path, struct dc_chromdata_writer * * out)
 function dc_chromdata_writer_create(path, out)
     ccall((:dc_chromdata_writer_create, libdeltacells), dc_status, (Cstring, Ptr{Ptr{dc_chromdata_writer}}), path, out)

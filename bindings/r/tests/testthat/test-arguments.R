@@ -92,6 +92,8 @@ test_that("exported ChromData functions refuse bad arguments", {
     }
     if (!is.logical(v) || length(v) != 1 || is.na(v))
       expect_arg_error(function(v) cd_spots(cd, original_order = v), v, "cd_spots(original_order)")
+    if (!is.null(v)) expect_arg_error(function(v) cd_iter_traces(cd, batch = v), v, "cd_iter_traces(batch)")
+    expect_arg_error(function(v) cd_next(v), v, "cd_next(it)")
   }
   expect_false(file.exists(file.path(tempdir(), "x.cdz")))
   cd_close(cd)
@@ -118,22 +120,30 @@ test_that("the shim's routines refuse bad arguments when called directly", {
     dcr_obs_int64 = function(v) call_shim("dcr_obs", dsp, NULL, v),
     dcr_var_table = function(v) call_shim("dcr_var_table", v, 0L),
     dcr_write_n_genes = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), v,
-                                              c(0L, 1L), 0L, 1, NULL, NULL, params),
+                                              c(0L, 1L), 0L, 1, NULL, NULL, NULL, params),
     dcr_write_p = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, v, 0L, 1,
-                                        NULL, NULL, params),
+                                        NULL, NULL, NULL, params),
     dcr_write_i = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, c(0L, 1L),
-                                        v, 1, NULL, NULL, params),
+                                        v, 1, NULL, NULL, NULL, params),
     dcr_write_x = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, c(0L, 1L),
-                                        0L, v, NULL, NULL, params),
+                                        0L, v, NULL, NULL, NULL, params),
     dcr_write_obs = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4,
-                                          c(0L, 1L), 0L, 1, NULL, list(v), params),
+                                          c(0L, 1L), 0L, 1, NULL, list(v), NULL, params),
+    dcr_write_var = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4,
+                                          c(0L, 1L), 0L, 1, NULL, NULL, list(v), params),
     dcr_write_params = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4,
-                                             c(0L, 1L), 0L, 1, NULL, NULL, v),
+                                             c(0L, 1L), 0L, 1, NULL, NULL, NULL, v),
     dcr_cd_info = function(v) call_shim("dcr_cd_info", v),
     dcr_cd_query_what = function(v) call_shim("dcr_cd_query", cdp, v, "a", NULL, 0L),
     dcr_cd_query_id = function(v) call_shim("dcr_cd_query", cdp, 0L, v, NULL, 0L),
     dcr_cd_query_spots = function(v) call_shim("dcr_cd_query", cdp, 4L, v, NULL, 0L),
     dcr_cd_query_cats = function(v) call_shim("dcr_cd_query", cdp, 6L, "spots", v, 0L),
+    dcr_cd_iter_what = function(v) call_shim("dcr_cd_iter", cdp, v, 1, NULL),
+    dcr_cd_iter_batch = function(v) call_shim("dcr_cd_iter", cdp, 0L, v, NULL),
+    dcr_cd_iter_columns = function(v) call_shim("dcr_cd_iter", cdp, 0L, 1, v),
+    dcr_stream_next = function(v) call_shim("dcr_stream_next", v, 0L),
+    dcr_stream_next_int64 = function(v) call_shim("dcr_stream_next",
+                                                  call_shim("dcr_cd_iter", cdp, 0L, 1, NULL), v),
     dcr_cd_write_spots = function(v) call_shim("dcr_cd_write", file.path(tempdir(), "y.cdz"), v,
                                                params, list()),
     dcr_cd_write_extras = function(v) call_shim("dcr_cd_write", file.path(tempdir(), "y.cdz"),
@@ -156,11 +166,13 @@ test_that("the shim's routines refuse bad arguments when called directly", {
   expect_error(call_shim("dcr_set", dsp, NA_integer_, 1), class = "deltacells_invalid_argument")
   expect_error(call_shim("dcr_read_cells", dsp, 2^60), class = "deltacells_invalid_argument")
   expect_error(call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, c(0L, 5L), 0L, 1, NULL,
-                         NULL, params), "last column pointer")
+                         NULL, NULL, params), "last column pointer")
   expect_error(call_shim("dcr_write", file.path(tempdir(), "y.dc"), NaN, c(0L, 1L), 0L, 1,
-                         NULL, NULL, params), "n_genes")
+                         NULL, NULL, NULL, params), "n_genes")
   expect_error(call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, c(0L, 1L), 9L, 1,
-                         NULL, NULL, params), "outside")
+                         NULL, NULL, NULL, params), "outside")
+  expect_error(call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, c(0L, 1L), 0L, 1,
+                         NULL, NULL, list(a = 1:3), params), "'var' has 3 rows")
   expect_error(call_shim("dcr_cd_write", file.path(tempdir(), "y.cdz"),
                          list(f = structure(c(1L, 7L), levels = "a", class = "factor")),
                          params, list()), "not a level")

@@ -96,3 +96,37 @@ test_that("64-bit integers are exact doubles, an error, or exact text", {
   options(deltacells.int64 = "int64")
   expect_error(cd_trace(cd, "t0"), "deltacells.int64")
 })
+
+test_that("iterating over traces and cells gives every spot once, in batches", {
+  spots <- data.frame(chrom = rep(c("chr1", "chr2"), each = 6),
+                      start = rep(c(0L, 100L, 200L), 4), end = rep(c(100L, 200L, 300L), 4),
+                      trace_id = rep(c("a", "b", "c", "d"), each = 3),
+                      cell_id = rep(c("c1", "c2"), each = 6),
+                      x = c(1:11, NaN), y = 0, z = 0, n = 1:12)
+  path <- file.path(tempdir(), "iter.cdz")
+  cd_write(spots, path, overwrite = TRUE)
+  cd <- cd_open(path)
+  it <- cd_iter_traces(cd, batch = 3, columns = "n")
+  expect_output(print(it), "iterator over traces")
+  got <- list()
+  while (!is.null(df <- cd_next(it))) got[[length(got) + 1]] <- df
+  expect_null(cd_next(it))
+  expect_equal(vapply(got, nrow, 1L), c(9L, 3L))     # 4 runs of 3 spots, 3 runs a batch
+  all <- do.call(rbind, got)
+  expect_equal(sort(all$n), 1:12)
+  expect_equal(names(all), c("bin_id", "trace_id", "cell_id", "n"))
+  cells <- list()
+  it <- cd_iter_cells(cd, batch = 1, columns = "coords")
+  while (!is.null(df <- cd_next(it))) cells[[length(cells) + 1]] <- df
+  expect_equal(length(cells), 2L)
+  expect_equal(vapply(cells, function(d) unique(as.character(d$cell_id)), ""), c("c1", "c2"))
+  expect_true(is.na(cells[[2]]$x[6]) && !is.nan(cells[[2]]$x[6]))   # the NA rule
+  expect_error(cd_iter_traces(cd, batch = 0), class = "deltacells_invalid_argument")
+  expect_error(cd_iter_traces(cd, columns = "nope"), class = "deltacells_not_found")
+  expect_error(cd_next(list()), class = "deltacells_invalid_argument")
+  # An iterator left unfinished is released by the garbage collector.
+  it <- cd_iter_traces(cd, batch = 1)
+  invisible(cd_next(it))
+  rm(it)
+  invisible(gc())
+})

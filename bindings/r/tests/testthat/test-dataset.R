@@ -211,6 +211,20 @@ test_that("matrices carry dimnames and tables row.names from the stored index", 
   expect_equal(rownames(dc_obs(ds)), as.character(1:9))
   expect_null(attr(dc_obs(ds), "index_name"))
   expect_error(dc_var_table(ds), class = "deltacells_not_found")
+
+  # A gene table: row.names from rownames(mat) (or its own), columns kept, order kept.
+  var <- data.frame(biotype = factor(c("pc", "lnc", "pc", "pc", "mt", "pc")),
+                    length = c(1200L, 800L, NA, 5000L, 16569L, 300L))
+  dc_write(m, path, var = var, overwrite = TRUE)
+  vt <- dc_var_table(dc_open(path))
+  expect_equal(rownames(vt), rownames(m))
+  expect_equal(attr(vt, "index_name"), "_index")
+  expect_equal(as.character(vt$biotype), as.character(var$biotype))
+  expect_equal(vt$length, var$length)
+  rownames(var) <- paste0("ENSG", 1:6)
+  dc_write(m, path, var = var, overwrite = TRUE)
+  expect_equal(rownames(dc_var_table(dc_open(path))), rownames(var))
+  expect_error(dc_write(m, path, var = var[1:2, ], overwrite = TRUE), "one row per gene")
 })
 
 test_that("the index column is found from pandas or deltacells metadata", {

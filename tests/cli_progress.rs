@@ -1,0 +1,227 @@
+//! Progress of long work: the library reports to an observer (stages, counts that reach the
+//! total, cancellation leaving nothing behind) and prints nothing; the `deltacells` tool
+//! draws nothing when stderr is not a terminal and prints nothing at all with --quiet;
+//! every --help has examples.
+#![cfg(feature = "cli")]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Mutex;
+
+use deltacells::chromdata::{fofct, WriterOptions};
+use deltacells::convert::{self as conv, ConvertOptions};
+use deltacells::dataset::Dataset;
+use deltacells::progress::{Progress, Silent, Stage, Unit};
+use deltacells::ErrorKind;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn mouse() -> PathBuf {
+    root().join("tests/data/scrna/mouse-10k-cells-1k-genes")
+}
+
+fn table() -> PathBuf {
+    root().join("tests/data/chromatin/synthetic_traces.fofct.csv")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dc-cli-progress-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn deltacells(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Records every report.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<Progress>>);
+
+impl deltacells::progress::Observer for Recorder {
+    fn progress(&self, p: Progress) -> bool {
+        self.0.lock().unwrap().push(p);
+        true
+    }
+}
+
+fn small_options() -> ConvertOptions {
+    let mut o = ConvertOptions::default();
+    o.writer.tile_size = 1000;
+    o
+}
+
+#[test]
+fn convert_and_verify_report_every_block_up_to_the_total() {
+    let dir = scratch("convert");
+    let out = dir.join("m.dc");
+    let rec = Recorder::default();
+    let mut src = conv::open_source(&mouse()).unwrap();
+    let s = conv::convert(src.as_mut(), &out, &small_options(), &rec).unwrap();
+    let seen = rec.0.into_inner().unwrap();
+    assert!(seen
+        .iter()
+        .all(|p| p.stage == Stage::Read && p.unit == Unit::Cells && p.total == Some(s.n_cells)));
+    let done: Vec<u64> = seen.iter().map(|p| p.done).collect();
+    assert_eq!(done, (0..=10).map(|k| k * 1000).collect::<Vec<_>>());
+
+    let rec = Recorder::default();
+    let rep = conv::verify::verify_dataset(&out, 2, &rec);
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    let mut tiles: Vec<u64> = rec.0.into_inner().unwrap().iter().map(|p| p.done).collect();
+    tiles.sort_unstable(); // pool threads report in any order
+    assert_eq!(tiles, (0..=10).collect::<Vec<u64>>());
+
+    let rec = Recorder::default();
+    let ds = Dataset::open(&out).unwrap();
+    let mut src = conv::open_source(&mouse()).unwrap();
+    conv::verify::compare_with_source(&ds, src.as_mut(), &rec).unwrap();
+    let seen = rec.0.into_inner().unwrap();
+    assert!(seen.iter().all(|p| p.stage == Stage::Compare));
+    assert_eq!(seen.last().unwrap().done, 10_000);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_cancel_stops_the_work_and_leaves_nothing() {
+    let dir = scratch("cancel");
+    let out = dir.join("m.dc");
+    let mut src = conv::open_source(&mouse()).unwrap();
+    let stop_at_half = |p: Progress| p.done < 5000;
+    let e = conv::convert(src.as_mut(), &out, &small_options(), &stop_at_half).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::State);
+    assert!(e.message.contains("cancelled"), "{}", e.message);
+    assert!(
+        !out.exists(),
+        "a cancelled conversion left {}",
+        out.display()
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "temporary files left"
+    );
+
+    let store = dir.join("t.cdz");
+    let stop_at_finish = |p: Progress| p.stage != Stage::Finish;
+    let e = fofct::import_observed(table(), &store, WriterOptions::default(), &stop_at_finish)
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::State);
+    assert!(!store.exists());
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "temporary files left"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn import_reports_bytes_then_the_finish() {
+    let dir = scratch("import");
+    let rec = Recorder::default();
+    let n =
+        fofct::import_observed(table(), dir.join("t.cdz"), WriterOptions::default(), &rec).unwrap();
+    let seen = rec.0.into_inner().unwrap();
+    let size = std::fs::metadata(table()).unwrap().len();
+    let reads: Vec<&Progress> = seen.iter().filter(|p| p.stage == Stage::Read).collect();
+    assert!(reads
+        .iter()
+        .all(|p| p.unit == Unit::Bytes && p.total == Some(size)));
+    assert_eq!(reads.last().unwrap().done, size);
+    let fin: Vec<&Progress> = seen.iter().filter(|p| p.stage == Stage::Finish).collect();
+    assert_eq!(fin.len(), 2);
+    assert_eq!((fin[0].done, fin[0].total), (0, None));
+    assert_eq!((fin[1].done, fin[1].total), (n, Some(n)));
+    assert_eq!(seen.last(), Some(fin[1])); // the finish comes last
+    fofct::import_observed(
+        table(),
+        dir.join("u.cdz"),
+        WriterOptions::default(),
+        &Silent,
+    )
+    .unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn run_quiet_and_not(args: &[&str]) {
+    // Not a terminal (a pipe): no progress drawn; the summary on stdout only.
+    let (ok, out, err) = deltacells(args);
+    assert!(ok, "{args:?}: {err}");
+    assert!(err.is_empty(), "{args:?} wrote to stderr: {err:?}");
+    assert!(!out.is_empty());
+    // --quiet: nothing at all.
+    let mut q: Vec<&str> = args.to_vec();
+    q.push("--quiet");
+    let (ok, out, err) = deltacells(&q);
+    assert!(ok, "{q:?}: {err}");
+    assert!(
+        out.is_empty() && err.is_empty(),
+        "{q:?} printed {out:?} {err:?}"
+    );
+}
+
+#[test]
+fn the_tool_is_silent_off_a_terminal_and_with_quiet() {
+    let dir = scratch("quiet");
+    let ds = dir.join("m.dc");
+    let (d, m, t) = (
+        ds.to_str().unwrap(),
+        mouse().to_str().unwrap().to_string(),
+        table().to_str().unwrap().to_string(),
+    );
+    run_quiet_and_not(&["convert", &m, d, "--tile-size", "2500", "--overwrite"]);
+    run_quiet_and_not(&["verify", d, "--against", &m]);
+    let store = dir.join("t.cdz");
+    run_quiet_and_not(&[
+        "chromdata",
+        "import-fofct",
+        &t,
+        store.to_str().unwrap(),
+        "--overwrite",
+    ]);
+    // -q too; errors still print.
+    let (ok, out, err) = deltacells(&["verify", "-q", dir.join("none").to_str().unwrap()]);
+    assert!(
+        !ok && out.is_empty() && err.contains("deltacells: error"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn every_help_has_examples() {
+    for cmd in [
+        vec!["--help"],
+        vec!["convert", "--help"],
+        vec!["info", "--help"],
+        vec!["verify", "--help"],
+        vec!["export", "--help"],
+        vec!["tile", "--help"],
+        vec!["chromdata", "--help"],
+        vec!["help", "convert"],
+    ] {
+        let (ok, out, _) = deltacells(&cmd);
+        assert!(ok, "{cmd:?}");
+        let examples = out.split("Examples:").nth(1).unwrap_or("");
+        assert!(
+            examples
+                .lines()
+                .filter(|l| l.trim_start().starts_with("deltacells "))
+                .count()
+                >= 2,
+            "{cmd:?}: no examples in\n{out}"
+        );
+    }
+}
