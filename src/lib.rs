@@ -5,6 +5,9 @@
 /// cbindgen:ignore
 pub mod chromdata;
 /// cbindgen:ignore
+#[doc(hidden)]
+pub mod contain;
+/// cbindgen:ignore
 #[cfg(feature = "cli")]
 pub mod convert;
 /// cbindgen:ignore

@@ -89,7 +89,11 @@ pub fn pool(threads: usize) -> Result<Arc<ThreadPool>> {
             .thread_name(|i| format!("deltacells-{i}"))
             // Workers run only work of library calls and jobs already counted by the fork
             // gate; they must never wait at it.
-            .start_handler(|_| fork::worker_thread())
+            .start_handler(|_| {
+                fork::worker_thread();
+                // Their panics travel to the submitting thread's scope: never printed.
+                crate::contain::quiet_thread();
+            })
             .build()
             .map_err(|e| {
                 Error::new(

@@ -15,6 +15,7 @@ use parquet::arrow::ProjectionMask;
 
 use super::store::{FileSlice, Store};
 use crate::chromdata::values::normalise;
+use crate::contain;
 use crate::error::{Error, Result};
 
 /// Decoded row groups kept per file (sequential iteration decodes each group once).
@@ -54,8 +55,10 @@ impl ParquetFile {
         let full = format!("{}/{path}", store.display);
         // Readers must use the Parquet logical types, not the stored Arrow schema (§6.2).
         let opts = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
-        let meta = ArrowReaderMetadata::load(&slice, opts)
-            .map_err(|e| pq_err(&full, format_args!("no valid Parquet footer ({e})")))?;
+        let meta = contain::decoding(&full, || {
+            ArrowReaderMetadata::load(&slice, opts)
+                .map_err(|e| pq_err(&full, format_args!("no valid Parquet footer ({e})")))
+        })?;
         Ok(ParquetFile {
             slice,
             meta,
@@ -110,7 +113,7 @@ impl ParquetFile {
             let mask = ProjectionMask::roots(self.meta.parquet_schema(), c.iter().copied());
             b = b.with_projection(mask);
         }
-        b.build().map_err(|e| pq_err(&self.path, e))
+        contain::decoding(&self.path, || b.build().map_err(|e| pq_err(&self.path, e)))
     }
 
     fn collect(
@@ -118,9 +121,11 @@ impl ParquetFile {
         reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
         schema: SchemaRef,
     ) -> Result<RecordBatch> {
-        let batches = reader
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| pq_err(&self.path, format_args!("cannot decode: {e}")))?;
+        let batches = contain::decoding(&self.path, || {
+            reader
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| pq_err(&self.path, format_args!("cannot decode: {e}")))
+        })?;
         arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| pq_err(&self.path, e))
     }
 

@@ -164,8 +164,10 @@ impl ObsMeta {
                 self.shard_bytes[s]
             )));
         }
-        let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
-            .map_err(|e| arrow_err(&what, format!("not a readable parquet file ({e})")))?;
+        let meta = crate::contain::decoding(&what, || {
+            ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+                .map_err(|e| arrow_err(&what, format!("not a readable parquet file ({e})")))
+        })?;
         let tiles = self.shard_tiles(s);
         let rgs = meta.metadata().row_groups();
         if rgs.len() != tiles.len() {
@@ -219,14 +221,15 @@ impl ObsMeta {
             counters.shard_reads.fetch_add(1, Ordering::Relaxed);
             let what = format!("obs shard {s} ({})", self.shard_path(s).display());
             let mask = ProjectionMask::roots(meta.parquet_schema(), idx.iter().copied());
-            let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta)
-                .with_projection(mask)
-                .with_batch_size(1 << 16)
-                .build()
-                .map_err(|e| arrow_err(&what, e))?;
-            let batches = reader
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .map_err(|e| arrow_err(&what, e))?;
+            let batches = crate::contain::decoding(&what, || {
+                ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta)
+                    .with_projection(mask)
+                    .with_batch_size(1 << 16)
+                    .build()
+                    .map_err(|e| arrow_err(&what, e))?
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| arrow_err(&what, e))
+            })?;
             // The projection keeps the file's column order; map back to the request's.
             let mut order: Vec<usize> = idx.to_vec();
             order.sort_unstable();
@@ -333,7 +336,8 @@ impl ObsMeta {
         let path = self.cache_file(dir, i);
         let file = File::open(&path).ok()?;
         let c = &self.schema.columns[i];
-        let ok = (|| {
+        // arrow-ipc decodes the cache file: contained, a panic is a bad cache file.
+        let ok = crate::contain::catch(|| {
             let r = arrow_ipc::reader::FileReader::try_new(BufReader::new(file), None).ok()?;
             let s = r.schema();
             if r.num_batches() != self.tile_cells.len()
@@ -355,7 +359,9 @@ impl ObsMeta {
                 out.push(a);
             }
             Some(out)
-        })();
+        })
+        .ok()
+        .flatten();
         if ok.is_none() {
             let _ = std::fs::remove_file(&path);
         }
