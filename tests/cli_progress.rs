@@ -211,6 +211,8 @@ fn every_help_has_examples() {
         vec!["tile", "--help"],
         vec!["chromdata", "--help"],
         vec!["help", "convert"],
+        vec!["tile", "encode", "--help"],
+        vec!["chromdata", "get", "-h"],
     ] {
         let (ok, out, _) = deltacells(&cmd);
         assert!(ok, "{cmd:?}");
@@ -223,5 +225,31 @@ fn every_help_has_examples() {
                 >= 2,
             "{cmd:?}: no examples in\n{out}"
         );
+    }
+}
+
+/// `--version` names the versions a bug report needs; `--help` lists the exit statuses.
+#[test]
+fn version_and_exit_statuses() {
+    let (ok, out, _) = deltacells(&["--version"]);
+    assert!(ok);
+    assert_eq!(
+        out.trim(),
+        format!(
+            "deltacells {} (C ABI {}, tile format {})",
+            env!("CARGO_PKG_VERSION"),
+            deltacells::ffi::DC_ABI_VERSION,
+            deltacells::tile::FORMAT_VERSION
+        )
+    );
+    let (_, help, _) = deltacells(&["--help"]);
+    for status in [
+        "1  bad data",
+        "2  usage",
+        "3  not found",
+        "4  I/O",
+        "5  internal",
+    ] {
+        assert!(help.contains(status), "{status} missing from\n{help}");
     }
 }

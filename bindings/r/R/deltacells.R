@@ -35,7 +35,7 @@
 }
 
 .status_codes <- c(DC_ERR_INVALID_ARGUMENT = 1L, DC_ERR_NOT_FOUND = 3L, DC_ERR_UNSUPPORTED = 6L,
-                   DC_ERR_OUT_OF_RANGE = 7L)
+                   DC_ERR_OUT_OF_RANGE = 7L, DC_ERR_INTERNAL = 12L)
 
 # Called by the C shim after a library call failed: an R error condition of class
 # "deltacells_error" (and e.g. "deltacells_not_found") carrying the status code, its name
@@ -109,7 +109,7 @@
 }
 
 # Codes of the DC_DATASET_* / DC_WRITER_* / DC_CDW_* parameters (include/deltacells.h).
-.dataset_params <- c(threads = 0L, tile_cache = 1L, verify_crc = 2L)
+.dataset_params <- c(threads = 0L, tile_cache = 1L, verify_crc = 2L, cache_bytes = 3L)
 .cd_writer_params <- c(memory_budget = 0L, coord_float32 = 1L, layout = 2L, overwrite = 3L,
                        threads = 4L)
 .layouts <- c(flat = 0L, partitioned = 1L, primary_coords = 2L)
@@ -178,8 +178,16 @@ dc_open <- function(path) {
   structure(list(ptr = ptr, path = path, cache = cache), class = "deltacells_dataset")
 }
 
+# Releases a dataset, a store or an iterator at once (the garbage collector would later).
 dc_close <- function(x) {
-  .Call(dcr_close, x[["ptr"]])
+  if (inherits(x, c("deltacells_dataset", "deltacells_chromdata"))) {
+    .Call(dcr_close, x[["ptr"]])
+  } else if (inherits(x, c("deltacells_batches", "deltacells_cd_iter"))) {
+    if (!is.null(x$state$ptr)) .Call(dcr_close, x$state$ptr)
+    x$state$done <- TRUE
+  } else {
+    .dc_arg_stop("'x' must be a dataset (dc_open), a store (cd_open) or an iterator (dc_batches, cd_iter_traces, cd_iter_cells)")
+  }
   invisible(NULL)
 }
 
@@ -197,9 +205,10 @@ print.deltacells_dataset <- function(x, ...) {
   invisible(x)
 }
 
-dc_set <- function(ds, threads = NULL, tile_cache = NULL, verify_crc = NULL) {
+dc_set <- function(ds, threads = NULL, tile_cache = NULL, verify_crc = NULL, cache_bytes = NULL) {
   args <- list(threads = .check_count(threads, "threads", 0, 2^31 - 1),
                tile_cache = .check_count(tile_cache, "tile_cache", 0, 2^31 - 1),
+               cache_bytes = .check_count(cache_bytes, "cache_bytes", 0, 2^53),
                verify_crc = if (is.null(verify_crc)) NULL
                             else as.numeric(.check_flag(as.logical(verify_crc), "verify_crc")))
   for (p in names(args)) {
@@ -345,19 +354,28 @@ dc_write <- function(mat, path, obs = NULL, var = NULL, var_names = rownames(mat
 # Iterating over the cells of a dataset in batches
 
 # An iterator over `cells` (1-based, any order, repeats allowed; default all cells in
-# order) in batches of batch_size cells: dc_next_batch() returns each batch as a dgCMatrix
-# (dimnames as dc_read_cells), then NULL.
-dc_batches <- function(ds, cells = NULL, batch_size = 1024L, genes_by_cells = TRUE) {
+# order) in batches of batch_size cells, on the library's batches iterator
+# (dc_dataset_batches): while R works on one batch, the next read_ahead batches are read
+# and decompressed on the library's threads. dc_next_batch() returns each batch as a
+# dgCMatrix (dimnames as dc_read_cells), then NULL; the iterator's memory is released at
+# the end, by dc_close(it), or by the garbage collector.
+dc_batches <- function(ds, cells = NULL, batch_size = 1024L, genes_by_cells = TRUE,
+                       read_ahead = 2L) {
   info <- dc_info(ds)
   cells <- if (is.null(cells)) seq_len(info$n_cells) else .check_cells(cells, info$n_cells)
   batch_size <- .check_count(batch_size, "batch_size", 1, 2^31 - 1)
   .check_flag(genes_by_cells, "genes_by_cells")
+  read_ahead <- .check_count(read_ahead, "read_ahead", 1, 64)
   state <- new.env(parent = emptyenv())
-  state$ds <- ds
+  state$ptr <- .Call(dcr_batches, .ds_ptr(ds), as.numeric(cells), batch_size, read_ahead)
+  state$n_genes <- info$n_genes
+  state$genes <- dc_genes(ds)
+  state$cell_names <- dc_cell_names(ds)
   state$cells <- as.numeric(cells)
   state$batch_size <- batch_size
   state$genes_by_cells <- genes_by_cells
   state$next_start <- 1
+  state$done <- length(cells) == 0L
   structure(list(state = state), class = "deltacells_batches")
 }
 
@@ -369,29 +387,44 @@ print.deltacells_batches <- function(x, ...) {
   s <- x$state
   cat(sprintf("<deltacells batches: %d cells in %d batches of up to %.0f; next: %s>\n",
               length(s$cells), length(x), s$batch_size,
-              if (s$next_start > length(s$cells)) "done"
-              else sprintf("cells[%.0f]", s$next_start)))
+              if (!dc_has_next(x)) "done" else sprintf("cells[%.0f]", s$next_start)))
   invisible(x)
 }
 
-dc_has_next <- function(it) it$state$next_start <= length(it$state$cells)
+dc_has_next <- function(it) {
+  if (!inherits(it, "deltacells_batches")) .dc_arg_stop("'it' must come from dc_batches()")
+  !isTRUE(it$state$done) && it$state$next_start <= length(it$state$cells)
+}
 
+# The next batch, or NULL after the last. A batch whose tiles cannot be read raises its
+# error and is skipped: the next call returns the batch after it (as the C iterator does).
 dc_next_batch <- function(it) {
   if (!inherits(it, "deltacells_batches")) .dc_arg_stop("'it' must come from dc_batches()")
   s <- it$state
-  if (s$next_start > length(s$cells)) return(NULL)
-  end <- min(s$next_start + s$batch_size - 1, length(s$cells))
-  m <- dc_read_cells(s$ds, s$cells[s$next_start:end], genes_by_cells = s$genes_by_cells)
-  s$next_start <- end + 1
-  m
+  if (!dc_has_next(it)) return(NULL)
+  start <- s$next_start
+  end <- min(start + s$batch_size - 1, length(s$cells))
+  s$next_start <- end + 1  # consumed even if reading it fails (the library skips it too)
+  slots <- .Call(dcr_batches_next, s$ptr)
+  if (s$next_start > length(s$cells)) dc_close(it)  # the read-ahead's memory, at once
+  if (is.null(slots) || length(slots$p) - 1L != end - start + 1)
+    .dc_arg_stop(sprintf("the batches iterator ended at cells[%.0f] (expected %.0f rows)", start,
+                         end - start + 1), "DC_ERR_INTERNAL")
+  m <- new("dgCMatrix", i = slots$i, p = slots$p, x = slots$x,
+           Dim = c(as.integer(s$n_genes), as.integer(end - start + 1)),
+           Dimnames = list(s$genes, if (is.null(s$cell_names)) NULL
+                                    else s$cell_names[s$cells[start:end]]))
+  if (s$genes_by_cells) m else t(m)
 }
 
 # FUN(batch, ...) for each batch of dc_batches(ds, cells, batch_size); the results as a
-# list (like lapply).
+# list (like lapply). The iterator is released when FUN fails too.
 dc_for_each_batch <- function(ds, FUN, ..., cells = NULL, batch_size = 1024L,
-                              genes_by_cells = TRUE) {
-  FUN <- match.fun(FUN)
-  it <- dc_batches(ds, cells, batch_size, genes_by_cells)
+                              genes_by_cells = TRUE, read_ahead = 2L) {
+  FUN <- tryCatch(match.fun(FUN), error = function(e)
+    .dc_arg_stop("'FUN' must be a function (or the name of one)"))
+  it <- dc_batches(ds, cells, batch_size, genes_by_cells, read_ahead)
+  on.exit(dc_close(it))
   out <- vector("list", length(it))
   k <- 0L
   while (!is.null(m <- dc_next_batch(it))) {
@@ -399,6 +432,15 @@ dc_for_each_batch <- function(ds, FUN, ..., cells = NULL, batch_size = 1024L,
     out[[k]] <- FUN(m, ...)
   }
   out
+}
+
+# A block-shuffled order of all cells (1-based), the same for the same seed on every
+# platform (dc_dataset_shuffled_order): the tiles in a random order, the cells shuffled
+# within windows of window_tiles tiles, so that a batch reads few tiles. For dc_batches.
+dc_shuffled_order <- function(ds, seed, window_tiles = 1L) {
+  seed <- .check_count(seed, "seed", 0, 2^53)
+  window_tiles <- .check_count(window_tiles, "window_tiles", 1, 2^32 - 1)
+  .Call(dcr_shuffled_order, .ds_ptr(ds), seed, window_tiles)
 }
 
 # ---------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 use deltacells::{Error, Result};
 
 /// Options that take no value.
-const FLAG_NAMES: [&str; 8] = [
+const FLAG_NAMES: [&str; 10] = [
     "--no-sort-genes",
     "--help",
     "-h",
@@ -13,6 +13,8 @@ const FLAG_NAMES: [&str; 8] = [
     "--float32",
     "--quiet",
     "-q",
+    "--version",
+    "-V",
 ];
 
 /// Options every command takes.
@@ -26,11 +28,11 @@ pub struct Args {
 
 impl Args {
     pub fn parse(raw: Vec<String>) -> Args {
-        const FLAGS: [&str; 8] = FLAG_NAMES;
+        const FLAGS: [&str; 10] = FLAG_NAMES;
         let (mut words, mut opts) = (Vec::new(), Vec::new());
         let mut it = raw.into_iter();
         while let Some(a) = it.next() {
-            if a.starts_with("--") || a == "-h" || a == "-q" {
+            if a.starts_with("--") || a == "-h" || a == "-q" || a == "-V" {
                 let v = if FLAGS.contains(&a.as_str()) {
                     None
                 } else {

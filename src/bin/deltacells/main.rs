@@ -10,7 +10,7 @@
 //!     deltacells tile verify TILE [--against INPUT [--no-sort-genes]]
 //!
 //! `deltacells COMMAND --help` explains each. Errors print one line on stderr and exit with
-//! status 1.
+//! a status that says what kind of failure it was ([`exit_status`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ use deltacells::convert::mtx::{self, CellMatrix};
 use deltacells::convert::{self as conv, ConvertOptions};
 use deltacells::dataset::{self, Dataset, WriterOptions};
 use deltacells::tile::{self, EncodeOptions, Tile, ValuesOut};
-use deltacells::{Error, Result};
+use deltacells::{Error, ErrorKind, Result};
 
 mod args;
 mod chromdata_cli;
@@ -70,8 +70,16 @@ Examples:
   deltacells chromdata import-fofct traces.csv traces.cdz
   deltacells chromdata get traces.cdz --trace 17 --columns coords
 
-`deltacells COMMAND --help` (or `deltacells help COMMAND`) explains a command.
-Errors print one line on stderr and exit with status 1.";
+`deltacells COMMAND --help` (or `deltacells help COMMAND`) explains a command;
+`deltacells --version` prints the version of the tool and of its C API.
+
+Errors print one line on stderr (`deltacells: error: ...`) and exit with
+  1  bad data: a file breaks its format, a checksum or a check fails (verify), or it needs
+     something this version does not support
+  2  usage: unknown command or option, missing or malformed argument, value out of range
+  3  not found: an input path, or the trace, cell or chromosome asked for
+  4  I/O: a file could not be read or written, or the output exists (see --overwrite)
+  5  internal error (please report it)";
 
 const CONVERT_HELP: &str = "usage: deltacells convert INPUT OUTPUT [options]
 
@@ -650,6 +658,15 @@ fn run(raw: Vec<String>) -> Result<()> {
         say!("{}", help_for(a.words.get(1).map_or("", String::as_str)));
         return Ok(());
     }
+    if a.flag("--version") || a.flag("-V") {
+        say!(
+            "deltacells {} (C ABI {}, tile format {})",
+            env!("CARGO_PKG_VERSION"),
+            deltacells::ffi::DC_ABI_VERSION,
+            tile::FORMAT_VERSION
+        );
+        return Ok(());
+    }
     if a.flag("--help") || a.flag("-h") || first.is_none() {
         say!("{}", help_for(first.unwrap_or("")));
         return Ok(());
@@ -673,12 +690,24 @@ fn run(raw: Vec<String>) -> Result<()> {
     }
 }
 
+/// The exit status of a failed command, by what went wrong (listed in `deltacells --help`),
+/// so that scripts can tell bad data from a typo or a full disk.
+fn exit_status(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Format | ErrorKind::Checksum | ErrorKind::Unsupported | ErrorKind::Limit => 1,
+        ErrorKind::InvalidArgument | ErrorKind::OutOfRange => 2,
+        ErrorKind::NotFound => 3,
+        ErrorKind::Io | ErrorKind::Exists => 4,
+        ErrorKind::BufferTooSmall { .. } | ErrorKind::State | ErrorKind::Internal => 5,
+    }
+}
+
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("deltacells: error: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(exit_status(e.kind))
         }
     }
 }

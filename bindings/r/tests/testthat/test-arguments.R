@@ -52,12 +52,26 @@ test_that("exported dataset functions refuse bad arguments", {
       if (!identical(v, character(0)))  # character(0): all columns
         expect_arg_error(function(v) dc_obs(ds, columns = v), v, "dc_obs(columns)")
       expect_arg_error(function(v) dc_batches(ds, batch_size = v), v, "dc_batches(batch_size)")
+      expect_arg_error(function(v) dc_batches(ds, read_ahead = v), v, "dc_batches(read_ahead)")
+      expect_arg_error(function(v) dc_shuffled_order(ds, seed = v), v, "dc_shuffled_order(seed)")
+      expect_arg_error(function(v) dc_shuffled_order(ds, 1, window_tiles = v), v,
+                       "dc_shuffled_order(window_tiles)")
       expect_arg_error(function(v) dc_write(Matrix::Diagonal(2), file.path(tempdir(), "x.dc"),
                                             tile_size = v), v, "dc_write(tile_size)")
     }
     expect_arg_error(function(v) dc_write(v, file.path(tempdir(), "x.dc")), v, "dc_write(mat)")
     expect_arg_error(function(v) dc_next_batch(v), v, "dc_next_batch(it)")
+    expect_arg_error(function(v) dc_has_next(v), v, "dc_has_next(it)")
+    expect_arg_error(function(v) dc_close(v), v, "dc_close(x)")
+    expect_arg_error(function(v) dc_for_each_batch(ds, v), v, "dc_for_each_batch(FUN)")
   }
+  # Columns whose R class would be lost (Date, POSIXct, ...) are refused, not written as
+  # bare numbers.
+  m3 <- Matrix::sparseMatrix(i = 1:3, j = 1:3, x = 1, dims = c(3, 3))
+  e <- expect_error(dc_write(m3, file.path(tempdir(), "x.dc"),
+                             obs = data.frame(day = as.Date("2024-01-01") + 0:2)),
+                    class = "deltacells_invalid_argument")
+  expect_match(conditionMessage(e), "column 'day': R class 'Date' is not supported")
   expect_false(file.exists(file.path(tempdir(), "x.dc")))
   # 1-based numbers in R's own errors; the library's out-of-range status kept.
   e <- expect_error(dc_read_cells(ds, c(1, 4)), class = "deltacells_out_of_range")
@@ -94,7 +108,18 @@ test_that("exported ChromData functions refuse bad arguments", {
       expect_arg_error(function(v) cd_spots(cd, original_order = v), v, "cd_spots(original_order)")
     if (!is.null(v)) expect_arg_error(function(v) cd_iter_traces(cd, batch = v), v, "cd_iter_traces(batch)")
     expect_arg_error(function(v) cd_next(v), v, "cd_next(it)")
+    expect_arg_error(function(v) cd_close(v), v, "cd_close(x)")
   }
+  e <- expect_error(cd_write(data.frame(chrom = "chr1", start = 0L, end = 1L, trace_id = "a",
+                                        seen = as.POSIXct("2024-01-01", tz = "UTC")),
+                             file.path(tempdir(), "x.cdz")),
+                    class = "deltacells_invalid_argument")
+  expect_match(conditionMessage(e), "column 'seen': R class 'POSIXct' is not supported")
+  # Closing an iterator ends it; closing twice is harmless.
+  it <- cd_iter_traces(cd, batch = 1)
+  dc_close(it)
+  expect_null(cd_next(it))
+  dc_close(it)
   expect_false(file.exists(file.path(tempdir(), "x.cdz")))
   cd_close(cd)
 })
@@ -116,6 +141,12 @@ test_that("the shim's routines refuse bad arguments when called directly", {
     dcr_genes = function(v) call_shim("dcr_genes", v),
     dcr_gene_order = function(v) call_shim("dcr_gene_order", v),
     dcr_read_cells = function(v) call_shim("dcr_read_cells", dsp, v),
+    dcr_batches_cells = function(v) call_shim("dcr_batches", dsp, v, 1, 1),
+    dcr_batches_size = function(v) call_shim("dcr_batches", dsp, 1, v, 1),
+    dcr_batches_ahead = function(v) call_shim("dcr_batches", dsp, 1, 1, v),
+    dcr_batches_next = function(v) call_shim("dcr_batches_next", v),
+    dcr_shuffled_seed = function(v) call_shim("dcr_shuffled_order", dsp, v, 1),
+    dcr_shuffled_window = function(v) call_shim("dcr_shuffled_order", dsp, 1, v),
     dcr_obs = function(v) call_shim("dcr_obs", dsp, v, 0L),
     dcr_obs_int64 = function(v) call_shim("dcr_obs", dsp, NULL, v),
     dcr_var_table = function(v) call_shim("dcr_var_table", v, 0L),
@@ -154,6 +185,8 @@ test_that("the shim's routines refuse bad arguments when called directly", {
     for (v in c(bad_values, list(list(codes = 1L, values = NaN), list(1L, NULL, NULL, df),
                                  c(0L, 5L), c(0L, -1L), list(a = 1:3, b = 1:2),
                                  structure(list(1:2), names = NA_character_),
+                                 list(a = NULL), list(a = new.env()), list(a = 1:2, b = NULL),
+                                 list(a = as.Date("2024-01-01")),
                                  factor(c("a", "b"))[c(1, 3)],
                                  structure(c(1L, 7L), levels = "a", class = "factor")))) {
       r <- tryCatch({ shim_cases[[name]](v); "ok" }, error = function(e) e)
@@ -165,6 +198,11 @@ test_that("the shim's routines refuse bad arguments when called directly", {
   expect_error(call_shim("dcr_set", dsp, 0L, NaN), class = "deltacells_invalid_argument")
   expect_error(call_shim("dcr_set", dsp, NA_integer_, 1), class = "deltacells_invalid_argument")
   expect_error(call_shim("dcr_read_cells", dsp, 2^60), class = "deltacells_invalid_argument")
+  expect_error(call_shim("dcr_batches", dsp, 1, 0, 1), class = "deltacells_invalid_argument")
+  expect_error(call_shim("dcr_batches", dsp, 1, 1, 2^40), class = "deltacells_invalid_argument")
+  expect_error(call_shim("dcr_batches", dsp, 4, 1, 1), class = "deltacells_out_of_range")
+  expect_error(call_shim("dcr_batches_next", dsp), class = "deltacells_invalid_argument")
+  expect_error(call_shim("dcr_shuffled_order", dsp, 2^60, 1), class = "deltacells_invalid_argument")
   expect_error(call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, c(0L, 5L), 0L, 1, NULL,
                          NULL, NULL, params), "last column pointer")
   expect_error(call_shim("dcr_write", file.path(tempdir(), "y.dc"), NaN, c(0L, 1L), 0L, 1,
