@@ -16,14 +16,15 @@
 //!   only while such work is in progress, so none is held across the fork by a thread that
 //!   will not exist in the child.
 //! * **parent** (after the fork): the gate opens again.
-//! * **child**: the gate opens, and the thread pools are dropped from the pool cache without
-//!   being joined or freed (their threads do not exist; a few kilobytes per pool are
-//!   leaked): the child's next parallel call starts new pools (`pool::forget_all`).
+//! * **child**: the gate opens. The thread pools are the parent's, whose threads do not
+//!   exist here: the pool cache records the process id that filled it, and the child's
+//!   first parallel call, seeing another pid, drops the pools without joining or freeing
+//!   them (a few kilobytes per pool are leaked) and starts new ones (`crate::pool`; this
+//!   module does not know the pools, so that the two do not import each other).
 //!
-//! Why handlers rather than only comparing the process id on each use: a pid check finds
-//! dead pools but cannot release a lock that was held at the fork, and it costs a system
-//! call per use. The pool cache still records the pid that filled it, so a child made
-//! without the handlers (raw `clone(2)`) also starts new pools.
+//! Why handlers and not only the process-id check: a pid check finds dead pools but cannot
+//! release a lock that was held at the fork. The pid check covers a child made without the
+//! handlers (raw `clone(2)`) as well.
 //!
 //! The cost: a `fork` waits for library calls in progress on other threads to return (a
 //! gather, a query). Everything else — decoded-tile and row-group caches, open files — is
@@ -170,7 +171,6 @@ extern "C" fn parent() {
 extern "C" fn child() {
     let own = usize::from(depth() > 0);
     reopen(|g| g.active = own);
-    crate::pool::forget_all();
 }
 
 /// Marks the calling thread as a worker of a library pool: it only runs work of scopes and

@@ -65,11 +65,6 @@ fn lock_pools() -> MutexGuard<'static, PoolCache> {
     POOLS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// After a fork, in the child (see `crate::fork`): the pools are the parent's.
-pub(crate) fn forget_all() {
-    lock_pools().forget_pools();
-}
-
 /// A pool with exactly `threads` workers (`threads` >= 2), shared by every caller asking for
 /// that size.
 pub fn pool(threads: usize) -> Result<Arc<ThreadPool>> {
@@ -77,7 +72,7 @@ pub fn pool(threads: usize) -> Result<Arc<ThreadPool>> {
     let _work = fork::enter();
     let mut cached = lock_pools();
     if cached.pid != std::process::id() {
-        // A child forked without our atfork handlers (raw clone): the pools are dead.
+        // A forked child (crate::fork): the pools' threads do not exist here.
         cached.forget_pools();
     }
     if let Some((_, p)) = cached.pools.iter().find(|(n, _)| *n == threads) {

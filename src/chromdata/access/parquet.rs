@@ -218,9 +218,9 @@ impl ParquetFile {
         })?;
         let mut rows = 0usize;
         // Only the decoder is contained, not `f` (our code: a panic there is a bug).
-        while let Some(b) =
-            contain::decoding(&self.path, || reader.next().transpose().map_err(|e| fail(&e)))?
-        {
+        while let Some(b) = contain::decoding(&self.path, || {
+            reader.next().transpose().map_err(|e| fail(&e))
+        })? {
             let n = b.num_rows();
             if rows + n > expected {
                 break;
