@@ -4,7 +4,7 @@
 use deltacells::{Error, Result};
 
 /// Options that take no value.
-const FLAG_NAMES: [&str; 10] = [
+const FLAG_NAMES: [&str; 11] = [
     "--no-sort-genes",
     "--help",
     "-h",
@@ -15,10 +15,11 @@ const FLAG_NAMES: [&str; 10] = [
     "-q",
     "--version",
     "-V",
+    "--progress",
 ];
 
 /// Options every command takes.
-const GLOBAL_OPTIONS: [&str; 2] = ["--quiet", "-q"];
+const GLOBAL_OPTIONS: [&str; 3] = ["--quiet", "-q", "--progress"];
 
 /// Parsed command line: positional words and `--name [value]` options.
 pub struct Args {
@@ -28,7 +29,7 @@ pub struct Args {
 
 impl Args {
     pub fn parse(raw: Vec<String>) -> Args {
-        const FLAGS: [&str; 10] = FLAG_NAMES;
+        const FLAGS: [&str; 11] = FLAG_NAMES;
         let (mut words, mut opts) = (Vec::new(), Vec::new());
         let mut it = raw.into_iter();
         while let Some(a) = it.next() {

@@ -62,7 +62,9 @@ usage:
   deltacells chromdata import-fofct TABLE.csv OUT.chromdata.zarr|OUT.cdz [options]
 
 Every command takes --quiet (-q): print nothing but errors. Long work (convert, verify,
-chromdata import-fofct) shows its progress on stderr when stderr is a terminal.
+chromdata import-fofct) shows its progress on stderr when stderr is a terminal; with
+--progress also when it is not (plain lines, e.g. in a batch job's log: one when a stage
+begins or ends, at most one every 10 seconds in between). Progress never goes to stdout.
 
 Examples:
   deltacells convert filtered_feature_bc_matrix/ pbmc.dc
@@ -120,9 +122,9 @@ is written a tile at a time.
 Safety: the dataset is written into a hidden temporary directory next to OUTPUT and renamed
 into place at the end, so an interrupted or failed conversion never leaves anything that
 opens as a dataset. A bad input gives a one-line error naming the file and the line (or the
-HDF5 element and position), and exit status 1.
-Progress is shown on stderr when stderr is a terminal (not with --quiet, which also drops
-the summary).
+HDF5 element and position), and exit status 1 (2 for a usage error, 3 for a missing input).
+Progress is shown on stderr when stderr is a terminal, or with --progress (not with
+--quiet, which also drops the summary).
 
 Examples:
   deltacells convert filtered_feature_bc_matrix/ pbmc.dc
@@ -150,7 +152,7 @@ the manifest says so (and obs shard sizes). Prints one line per problem and exit
 status 1 if there is any, else prints a summary and exits 0.
   --against INPUT  also gather every cell (tile by tile, through the reader's gather) and
                    compare it with INPUT (any input `convert` takes), undoing the gene order.
-Progress is shown on stderr when stderr is a terminal.
+Progress is shown on stderr when stderr is a terminal, or with --progress.
 
 Examples:
   deltacells verify pbmc.dc
@@ -653,6 +655,12 @@ fn help_for(cmd: &str) -> &'static str {
 fn run(raw: Vec<String>) -> Result<()> {
     let a = Args::parse(raw);
     console::set_quiet(a.flag("--quiet") || a.flag("-q"));
+    console::set_progress(a.flag("--progress"));
+    if console::quiet() && a.flag("--progress") {
+        return Err(Error::invalid_argument(
+            "--progress and --quiet ask for opposite things: give one of them",
+        ));
+    }
     let first = a.words.first().map(String::as_str);
     if first == Some("help") {
         say!("{}", help_for(a.words.get(1).map_or("", String::as_str)));
