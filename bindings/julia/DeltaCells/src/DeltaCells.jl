@@ -482,6 +482,12 @@ handle(w::ChromDataWriter) = w.ptr == C_NULL ? throw(ArgumentError("the writer w
 
 "Sets `L.DC_CDW_MEMORY_BUDGET`, `L.DC_CDW_COORD_FLOAT32`, `L.DC_CDW_LAYOUT`, `L.DC_CDW_OVERWRITE` or `L.DC_CDW_THREADS`."
 set!(w::ChromDataWriter, param::Integer, value::Integer) = check(L.dc_chromdata_writer_set(handle(w), param, value))
+"The values `set!(::ChromDataWriter, param, value)` accepts, as a range `min:max`."
+function param_bounds(::Type{ChromDataWriter}, param::Integer)
+    lo, hi = Ref{Int64}(0), Ref{Int64}(0)
+    check(L.dc_chromdata_writer_param_bounds(param, lo, hi))
+    return lo[]:hi[]
+end
 set_bins!(w::ChromDataWriter, bins::Ptr{L.ArrowArray}, schema::Ptr{L.ArrowSchema}) =
     check(L.dc_chromdata_writer_set_bins(handle(w), bins, schema))
 append_spots!(w::ChromDataWriter, batch::Ptr{L.ArrowArray}, schema::Ptr{L.ArrowSchema}) =
