@@ -7,6 +7,8 @@ pub mod npy;
 pub mod obs;
 mod params;
 mod reader;
+#[cfg(feature = "remote")]
+mod remote_tiles;
 mod var;
 mod writer;
 
@@ -14,7 +16,10 @@ pub use manifest::{Manifest, DATASET_FORMAT, DATASET_VERSION};
 pub use obs::{ObsColumn, ObsKind, ObsSchema, DEFAULT_MAX_CATEGORIES};
 pub use params::{Bounds, ReaderParam, WriterParam, MAX_CHUNKS};
 pub use reader::{Dataset, DatasetInfo, DecodedTile, GatherPlan, DEFAULT_TILE_CACHE};
-pub use writer::{DatasetWriter, WriterOptions, DEFAULT_OBS_TILES_PER_FILE, DEFAULT_TILE_SIZE};
+pub use writer::{
+    spill_root, DatasetWriter, WriterOptions, DEFAULT_OBS_TILES_PER_FILE, DEFAULT_TILE_SIZE,
+    SPILL_DIR_ENV,
+};
 
 /// Names inside a dataset directory.
 pub mod paths {

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool;
+use crate::storage::Root;
 use crate::tile::{self, Tile, TileHeader, ValuesOut, CHUNK_ENTRY_SIZE, HEADER_SIZE};
 
 use arrow_array::RecordBatchReader;
@@ -56,7 +57,13 @@ pub struct DecodedTile {
 
 /// An open deltacells dataset.
 pub struct Dataset {
+    /// The directory, or the URL of an object-store prefix (for messages).
     root: PathBuf,
+    /// Where the bytes are.
+    store: Root,
+    /// Tiles of a dataset on an object store.
+    #[cfg(feature = "remote")]
+    remote: Option<super::remote_tiles::RemoteTiles>,
     manifest: Manifest,
     /// First global cell of each tile, then n_cells (n_tiles + 1 entries).
     starts: Vec<u64>,
@@ -139,10 +146,53 @@ impl Dataset {
             Err(e) => return Err(Error::io(&manifest_path, &e)),
         };
         let manifest = Manifest::parse(&text).map_err(|e| e.context(root.display()))?;
+        Ok(Self::from_manifest(Root::Local(root), manifest))
+    }
+
+    /// Opens the dataset at `location` — a path, `file://` URL, or an object-store URL
+    /// (`s3://bucket/prefix`, `gs://…`, `az://…`, `http(s)://…`) — with `options`
+    /// (`key=value`, see `storage::Options`).
+    ///
+    /// Errors: those of `open`; `InvalidArgument` (a bad URL or option), `Unsupported` (a
+    /// URL in a build without the `remote` feature), `Io` (after the retries, naming the URL,
+    /// the operation and the status or transport error).
+    pub fn open_url(location: &str, options: &[&str]) -> Result<Dataset> {
+        match Root::parse(location, options)? {
+            Root::Local(p) => Dataset::open(p),
+            #[cfg(feature = "remote")]
+            root @ Root::Remote(_) => Dataset::open_remote(root),
+        }
+    }
+
+    #[cfg(feature = "remote")]
+    fn open_remote(root: Root) -> Result<Dataset> {
+        let text = match root.read(paths::MANIFEST) {
+            Ok(t) => t,
+            Err(e) if e.kind == ErrorKind::NotFound => {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "{}: no dataset there: no manifest.json (a dataset's manifest is written last, so an unfinished write has none)",
+                        root.display()
+                    ),
+                ))
+            }
+            Err(e) => return Err(e),
+        };
+        let manifest = Manifest::parse(&text).map_err(|e| e.context(root.display()))?;
         Ok(Self::from_manifest(root, manifest))
     }
 
-    fn from_manifest(root: PathBuf, manifest: Manifest) -> Dataset {
+    fn from_manifest(store: Root, manifest: Manifest) -> Dataset {
+        let root = match &store {
+            Root::Local(p) => p.clone(),
+            #[cfg(feature = "remote")]
+            Root::Remote(r) => PathBuf::from(r.url().url.clone()),
+        };
+        #[cfg(feature = "remote")]
+        let remote = store
+            .remote()
+            .map(|r| super::remote_tiles::RemoteTiles::new(r.clone(), manifest.tile_bytes.clone()));
         let mut starts = Vec::with_capacity(manifest.tile_cells.len() + 1);
         let mut acc = 0u64;
         starts.push(0);
@@ -152,6 +202,9 @@ impl Dataset {
         }
         Dataset {
             root,
+            store,
+            #[cfg(feature = "remote")]
+            remote,
             manifest,
             starts,
             threads: AtomicUsize::new(0),
@@ -290,6 +343,10 @@ impl Dataset {
     }
 
     fn read_blob(&self, t: u64) -> Result<Vec<u8>> {
+        #[cfg(feature = "remote")]
+        if let Some(r) = &self.remote {
+            return r.take(t).map(Vec::from);
+        }
         let mut file = self.open_tile(t)?;
         let expected = self.manifest.tile_bytes[t as usize];
         let mut blob = Vec::with_capacity(expected as usize);
@@ -412,6 +469,14 @@ impl Dataset {
         Ok(out.into_iter().map(Option::unwrap).collect())
     }
 
+    fn knows_indptr(&self, t: u64) -> bool {
+        self.indptrs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&t)
+            || self.lock_cache().iter().any(|(k, _)| *k == t)
+    }
+
     fn remember_indptr(&self, t: u64, indptr: Arc<[i64]>) {
         self.indptrs
             .write()
@@ -447,12 +512,7 @@ impl Dataset {
                 "deltacells tiles are little-endian; this build runs on a big-endian host",
             ));
         }
-        let file = self.open_tile(t)?;
-        let path = self.tile_path(t);
-        let read_at = |buf: &mut [u8], at: u64| {
-            file.read_exact_at(buf, at)
-                .map_err(|e| other_err(&path, &format!("tile {t}"), e))
-        };
+        let read_at = self.tile_reader(t)?;
         let size = self.manifest.tile_bytes[t as usize];
         let mut head = [0u8; HEADER_SIZE];
         read_at(&mut head, 0)?;
@@ -517,6 +577,51 @@ impl Dataset {
             )));
         }
         Ok(indptr)
+    }
+
+    /// Positioned reads of tile `t`: of the file, or of the whole object (one GET, held
+    /// for the decode that follows) for a dataset on an object store.
+    #[allow(clippy::type_complexity)]
+    fn tile_reader(&self, t: u64) -> Result<Box<dyn Fn(&mut [u8], u64) -> Result<()> + '_>> {
+        #[cfg(feature = "remote")]
+        if let Some(r) = &self.remote {
+            let blob = r.peek(t)?;
+            return Ok(Box::new(move |buf: &mut [u8], at: u64| {
+                let at = at as usize;
+                match blob.get(at..at + buf.len()) {
+                    Some(src) => {
+                        buf.copy_from_slice(src);
+                        Ok(())
+                    }
+                    None => Err(self.tile_err(
+                        t,
+                        Error::format(format!(
+                            "read of {} bytes at {at} past the end of the {}-byte tile",
+                            buf.len(),
+                            blob.len()
+                        )),
+                    )),
+                }
+            }));
+        }
+        let file = self.open_tile(t)?;
+        let path = self.tile_path(t);
+        Ok(Box::new(move |buf: &mut [u8], at: u64| {
+            file.read_exact_at(buf, at)
+                .map_err(|e| other_err(&path, &format!("tile {t}"), e))
+        }))
+    }
+
+    /// Fetches the tiles of `tiles` that a call will read, concurrently (object stores;
+    /// nothing for local datasets, whose reads are cheap to start).
+    fn prefetch_remote(&self, tiles: &[u64], needed: impl Fn(u64) -> bool) -> Result<()> {
+        #[cfg(feature = "remote")]
+        if let Some(r) = &self.remote {
+            let want: Vec<u64> = tiles.iter().copied().filter(|&t| needed(t)).collect();
+            return r.prefetch(&want);
+        }
+        let _ = (tiles, needed);
+        Ok(())
     }
 
     /// Decodes tile `t` into caller buffers: `indptr` (n_cells + 1, local to the tile),
@@ -589,6 +694,7 @@ impl Dataset {
             row_tile.push(slot);
             row_local.push(c - self.starts[t as usize]);
         }
+        self.prefetch_remote(&tiles, |t| !self.knows_indptr(t))?;
         let threads = self.resolved_threads().min(tiles.len().max(1));
         let indptrs = pool::map(threads, tiles.clone(), |t| self.tile_indptr(t))?;
         let mut offsets = Vec::with_capacity(cells.len() + 1);
@@ -654,6 +760,9 @@ impl Dataset {
             )));
         }
         indptr[..plan.offsets.len()].copy_from_slice(&plan.offsets);
+        self.prefetch_remote(&plan.tiles, |t| {
+            !self.lock_cache().iter().any(|(k, _)| *k == t)
+        })?;
 
         // Rows of each needed tile.
         let mut rows_of: Vec<Vec<usize>> = vec![Vec::new(); plan.tiles.len()];
@@ -778,7 +887,7 @@ impl Dataset {
                 ),
             ));
         }
-        var::read_table(&self.root.join(paths::VAR_TABLE), self.manifest.n_genes)
+        var::read_table(&self.store, paths::VAR_TABLE, self.manifest.n_genes)
     }
 
     fn obs_meta(&self) -> Result<&ObsMeta> {
@@ -792,7 +901,7 @@ impl Dataset {
             ));
         }
         self.obs
-            .get_or_init(|| ObsMeta::load(&self.root, &self.manifest))
+            .get_or_init(|| ObsMeta::load(&self.store, &self.manifest))
             .as_ref()
             .map_err(Clone::clone)
     }
@@ -868,17 +977,21 @@ impl Dataset {
 
     /// Reads an optional file the manifest says exists.
     fn read_listed(&self, rel: &str, flag: &str) -> Result<Vec<u8>> {
-        let path = self.root.join(rel);
-        std::fs::read(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
+        self.store.read(rel).map_err(|e| {
+            if e.kind == ErrorKind::NotFound {
                 Error::format(format!(
                     "{}: missing, though the manifest's {flag} is true",
-                    path.display()
+                    self.store.display_rel(rel)
                 ))
             } else {
-                Error::io(&path, &e)
+                e
             }
         })
+    }
+
+    /// Where the dataset's bytes are (a directory or an object-store prefix).
+    pub fn store(&self) -> &Root {
+        &self.store
     }
 }
 
