@@ -44,10 +44,6 @@ impl RemoteTiles {
         }
     }
 
-    pub(crate) fn root(&self) -> &Arc<ObjectRoot> {
-        &self.root
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }

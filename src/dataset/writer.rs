@@ -938,15 +938,24 @@ impl TileSink {
 /// Uploads what `finish` left in the spill directory — every file but the tiles (already
 /// uploaded) and the spill — then `manifest.json`, last.
 #[cfg(feature = "remote")]
-fn upload_finished(remote: &std::sync::Arc<crate::storage::remote::ObjectRoot>, tmp: &Path) -> Result<()> {
+fn upload_finished(
+    remote: &std::sync::Arc<crate::storage::remote::ObjectRoot>,
+    tmp: &Path,
+) -> Result<()> {
     let mut files = Vec::new();
     let mut stack = vec![(tmp.to_path_buf(), String::new())];
     while let Some((dir, rel)) = stack.pop() {
         for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, &e))? {
             let entry = entry.map_err(|e| Error::io(&dir, &e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let child_rel = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
-            let kind = entry.file_type().map_err(|e| Error::io(&entry.path(), &e))?;
+            let child_rel = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let kind = entry
+                .file_type()
+                .map_err(|e| Error::io(&entry.path(), &e))?;
             if kind.is_dir() {
                 if child_rel != paths::TILES_DIR {
                     stack.push((entry.path(), child_rel));

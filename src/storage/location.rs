@@ -290,7 +290,12 @@ mod tests {
             Location::parse("file://localhost/tmp/x").unwrap(),
             Location::Local("/tmp/x".into())
         );
-        for bad in ["file://host/x", "file://relative", "file:///x%zz", "file:///x?y"] {
+        for bad in [
+            "file://host/x",
+            "file://relative",
+            "file:///x%zz",
+            "file:///x?y",
+        ] {
             let e = Location::parse(bad).unwrap_err();
             assert_eq!(e.kind, ErrorKind::InvalidArgument, "{bad}");
         }

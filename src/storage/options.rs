@@ -43,7 +43,11 @@ impl std::fmt::Debug for Options {
             .field("retries", &self.retries)
             .field(
                 "store",
-                &self.store.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+                &self
+                    .store
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -167,10 +171,7 @@ mod tests {
         assert_eq!(o.max_concurrency, 4);
         assert_eq!(o.timeout, Duration::from_millis(250));
         assert_eq!(o.retries, 0);
-        assert_eq!(
-            Options::parse(&[], &local()).unwrap(),
-            Options::default()
-        );
+        assert_eq!(Options::parse(&[], &local()).unwrap(), Options::default());
     }
 
     #[test]

@@ -54,7 +54,14 @@ impl Servers {
             .arg(repo().join("scripts/remote_servers.py"))
             .arg("--serve-dir")
             .arg(serve_dir)
-            .args(["--bucket", BUCKET, "--latency-ms", "20", "--drop-every", "3"])
+            .args([
+                "--bucket",
+                BUCKET,
+                "--latency-ms",
+                "20",
+                "--drop-every",
+                "3",
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -96,6 +103,15 @@ impl Servers {
         Self::s3_options(&self.s3)
     }
 
+    /// The options `url` needs: the S3 server's for s3://, none for http://.
+    pub fn opts_for(&self, url: &str) -> Vec<String> {
+        if url.starts_with("s3://") {
+            self.opts()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// An object root at `s3://dc-test/<prefix>` on the S3 server.
     pub fn root(&self, prefix: &str) -> Arc<ObjectRoot> {
         root_at(&format!("s3://{BUCKET}/{prefix}"), &self.opts())
@@ -125,7 +141,11 @@ pub fn upload_dir(root: &Arc<ObjectRoot>, dir: &Path) {
             if p.is_dir() {
                 stack.push(p);
             } else {
-                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().replace('\\', "/");
+                let rel = p
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
                 files.push((rel, p));
             }
         }

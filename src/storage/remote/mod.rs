@@ -8,8 +8,8 @@
 //! no call waits past its timeouts, whatever the server does.
 
 mod config;
-pub mod ranged;
 mod errors;
+pub mod ranged;
 pub(crate) mod runtime;
 
 use std::future::Future;
@@ -166,8 +166,12 @@ impl ObjectRoot {
     }
 
     async fn get_async(self: Arc<Self>, rel: String) -> Result<Bytes> {
-        self.request(rel, "GET", |c, p| async move { c.get(&p).await?.bytes().await })
-            .await
+        self.request(
+            rel,
+            "GET",
+            |c, p| async move { c.get(&p).await?.bytes().await },
+        )
+        .await
     }
 
     /// The whole object `rel` (one GET).
@@ -268,7 +272,9 @@ impl ObjectRoot {
     /// stored and aborted on any error — the object is complete or absent.
     pub fn put_file(self: &Arc<Self>, rel: &str, file: &FsPath) -> Result<()> {
         self.check_writable()?;
-        let len = std::fs::metadata(file).map_err(|e| Error::io(file, &e))?.len();
+        let len = std::fs::metadata(file)
+            .map_err(|e| Error::io(file, &e))?
+            .len();
         if len <= PART_SIZE as u64 {
             let bytes = std::fs::read(file).map_err(|e| Error::io(file, &e))?;
             return self.put(rel, Bytes::from(bytes));
