@@ -87,6 +87,12 @@ struct ArrowArrayStream {
 #define DC_ABI_VERSION 1
 
 /**
+ * An iterator over batches of a dataset's cells (opaque). Created by
+ * `dc_dataset_batches`, released by `dc_batches_free`. One thread at a time.
+ */
+typedef struct dc_batches dc_batches;
+
+/**
  * An open ChromData store (opaque). May be used from several threads at once.
  */
 typedef struct dc_chromdata dc_chromdata;
@@ -113,6 +119,11 @@ typedef struct dc_writer dc_writer;
  * Result of every fallible call (a C `int32_t`; the `DC_OK` / `DC_ERR_*` constants).
  */
 typedef int32_t dc_status;
+
+/**
+ * Element type of decoded counts (`DC_INT32` or `DC_FLOAT32`).
+ */
+typedef int32_t dc_dtype;
 
 /**
  * Spot-table layout of a store (`DC_LAYOUT_*`).
@@ -173,11 +184,6 @@ typedef struct dc_dataset_info {
   int32_t has_var_table;
   int32_t has_obs;
 } dc_dataset_info;
-
-/**
- * Element type of decoded counts (`DC_INT32` or `DC_FLOAT32`).
- */
-typedef int32_t dc_dtype;
 
 /**
  * Summary of a tile, filled by `dc_tile_inspect`.
@@ -257,14 +263,30 @@ typedef int32_t dc_writer_param;
 #define DC_DATASET_THREADS 0
 
 /**
- * Decoded tiles kept in memory between calls (0 disables the cache). Default 2.
+ * Since contract 1.1 a shorthand for `DC_DATASET_CACHE_BYTES`: sets the budget to
+ * `value` times the decoded size of this dataset's largest tile (4 bytes per nonzero plus
+ * 12 per cell, plus 4 KiB), so that about `value` whole tiles' chunks fit. 0 disables the
+ * cache. Whichever of the two was set last is in effect.
  */
 #define DC_DATASET_TILE_CACHE 1
 
 /**
- * 1 (default): check each tile's CRC-32 before decoding it; 0: skip the check.
+ * 1 (default): check each tile's CRC-32 when it is read, before anything in it is
+ * decompressed; 0: skip the check. Chunks served from the cache were checked when their
+ * tile was read; sizing (`dc_dataset_batch_nnz`) reads only header, chunk table and indptr,
+ * checked structurally.
  */
 #define DC_DATASET_VERIFY_CRC 2
+
+/**
+ * Budget in bytes of the decoded-data cache, shared by every thread using the handle and
+ * by its batch iterators (default 268435456 = 256 MiB; 0 disables it). The cache keeps
+ * decompressed chunks (4 bytes per nonzero, 4 per cell, plus exceptions) and tile indexes
+ * (header, chunk table, indptr: 8 bytes per cell), least recently used evicted first;
+ * what a batch iterator has read ahead stays until its batch is handed out. Shrinking
+ * evicts at once.
+ */
+#define DC_DATASET_CACHE_BYTES 3
 
 /**
  * Success.
@@ -382,6 +404,111 @@ typedef int32_t dc_writer_param;
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Iterates the cells `cells[0..n)` (any order, repeats allowed; the array is copied) in
+ * batches of `batch_size` rows (the last may be shorter). While the caller works on one
+ * batch, the next `read_ahead` batches (0 = 2, at most 64) are prepared on the dataset's
+ * pool (`DC_DATASET_THREADS` at this call): their plans made and the chunks holding their
+ * cells decompressed into the dataset's decoded-data cache, where they stay until their
+ * batch is handed out. Memory: the cache's budget (`DC_DATASET_CACHE_BYTES`; with 0 only
+ * the plans are prepared ahead) plus a few words per row of the batches prepared. All the
+ * iterator's work runs on the pool; a calling thread only waits.
+ *
+ * The iterator keeps what it needs of the dataset alive: `dc_dataset_free` may come first.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL `ds`, `out`, or `cells` with n > 0;
+ * `batch_size` 0), `DC_ERR_OUT_OF_RANGE` (a cell >= n_cells: the message names its index
+ * and value; every cell is checked here), `DC_ERR_IO` (the pool's threads cannot start).
+ *
+ * # Safety
+ * `ds` is a live handle; `cells` points to `n` values; `out` is writable.
+ */
+dc_status dc_dataset_batches(struct dc_dataset *ds,
+                             const uint64_t *cells,
+                             size_t n,
+                             size_t batch_size,
+                             uint32_t read_ahead,
+                             struct dc_batches **out);
+
+/**
+ * Rows and nonzeros of the next batch (to size buffers): `*n_rows = 0` at the end. Either
+ * out-pointer may be NULL if not wanted. Waits for the batch's plan (header, chunk table and
+ * indptr of its tiles; no decompression).
+ *
+ * Errors: the errors of reading the batch's tile indexes (they name the tile); the batch
+ * stays the next one and `dc_batches_next` returns the same error.
+ *
+ * # Safety
+ * `b` is a live iterator; the out-pointers are NULL or writable.
+ */
+dc_status dc_batches_peek(struct dc_batches *b, uint64_t *n_rows, uint64_t *nnz);
+
+/**
+ * The next batch into caller buffers, exactly as `dc_dataset_gather` of its cells writes
+ * them: `indptr[n_rows + 1]` (starting at 0), `indices[capacity]`, `values[capacity]` of
+ * type `dtype`; `*n_rows_out` rows and `*nnz_out` nonzeros. At the end: `DC_OK` with
+ * `*n_rows_out = 0` and `*nnz_out = 0`, nothing else written (the buffers may be NULL).
+ *
+ * Size query: if `capacity` is below the batch's nnz, returns `DC_ERR_BUFFER_TOO_SMALL`
+ * with `*nnz_out` = the needed nnz, and the batch stays the next one (`indptr`, `indices`,
+ * `values` may then be NULL); `dc_batches_peek` gives the same numbers.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL `b`, `n_rows_out`, `nnz_out`, or a NULL buffer
+ * the batch needs; bad dtype), and the errors of reading the batch's tiles
+ * (`DC_ERR_FORMAT`, `DC_ERR_CHECKSUM`, `DC_ERR_NOT_FOUND`, `DC_ERR_IO`, ...), whose
+ * message names the tile and, where one chunk is at fault, the chunk and cell. After such
+ * an error the batch is consumed: the iterator stays usable and the next call returns the
+ * batch after it. On error the buffers hold no meaning.
+ *
+ * # Safety
+ * `b` is a live iterator; `indptr` has room for n_rows + 1 values (at most batch_size + 1),
+ * `indices` and `values` for `capacity` elements (of the type `dtype` names); no buffer
+ * overlaps another; the out-pointers are writable.
+ */
+dc_status dc_batches_next(struct dc_batches *b,
+                          dc_dtype dtype,
+                          int64_t *indptr,
+                          int32_t *indices,
+                          void *values,
+                          uint64_t capacity,
+                          uint64_t *n_rows_out,
+                          uint64_t *nnz_out);
+
+/**
+ * Releases a batch iterator: read-ahead not yet started is cancelled, read-ahead running
+ * is waited for (at most one chunk per thread), and what was read ahead is released; no
+ * work of the iterator continues after this returns. NULL is a no-op.
+ *
+ * # Safety
+ * `b` is NULL or an iterator from `dc_dataset_batches` not yet freed, not in use by
+ * another thread.
+ */
+void dc_batches_free(struct dc_batches *b);
+
+/**
+ * A block-shuffled permutation of all cells into `out[0..n_cells)`: the tiles in a random
+ * order, the cells shuffled within windows of `window_tiles` consecutive tiles of that
+ * order (0 = 1), so that each window's cells come together. The same `seed` gives the same
+ * order on every platform: the stream is SplitMix64 seeded with `seed`; a draw below m is
+ * Lemire's multiply-shift with rejection (x = next, p = x * m in 128 bits, redraw while
+ * (p mod 2^64) < (2^64 - m) mod m, result p >> 64); a shuffle is Fisher-Yates from the end
+ * (for i = len-1 down to 1, swap a[i] with a[draw below i+1]). First the tile indices
+ * 0..n_tiles are shuffled; then, window after window of that order, the window's cells
+ * (its tiles in window order, each tile's cells ascending) are listed and shuffled with the
+ * same stream, and appended.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL `ds`, NULL `out` with n_cells > 0),
+ * `DC_ERR_BUFFER_TOO_SMALL` (`len` < n_cells; the message gives n_cells).
+ *
+ * # Safety
+ * `ds` is a live handle; `out` has room for `len` values.
+ */
+dc_status dc_dataset_shuffled_order(const struct dc_dataset *ds,
+                                    uint64_t seed,
+                                    uint32_t window_tiles,
+                                    uint64_t *out,
+                                    size_t len);
 
 /**
  * Opens a store: a `*.chromdata.zarr` directory or a `.cdz` file. Reads the metadata, the
@@ -752,7 +879,8 @@ void dc_dataset_free(struct dc_dataset *ds);
 
 /**
  * Sets a parameter of the handle: `DC_DATASET_THREADS` (>= 0), `DC_DATASET_TILE_CACHE`
- * (>= 0 tiles; shrinking evicts at once), `DC_DATASET_VERIFY_CRC` (0 or 1). Safe to call
+ * (>= 0 tiles; shrinking evicts at once), `DC_DATASET_VERIFY_CRC` (0 or 1),
+ * `DC_DATASET_CACHE_BYTES` (>= 0 bytes); `dc_dataset_param_bounds` gives each range. Safe to call
  * while other threads use the handle; calls already running keep their settings.
  *
  * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, unknown parameter, value out of range).
@@ -843,8 +971,10 @@ dc_status dc_dataset_batch_nnz(struct dc_dataset *ds,
  * Gathers the cells `cells[0..n]` (any order, repeats allowed, across tiles) into CSR: row
  * i of the result is cell `cells[i]`. Outputs: `indptr[n + 1]` (starting at 0),
  * `indices[capacity]`, `values[capacity]` of type `dtype`; on success `*nnz_out` is the
- * result's nnz. The needed tiles are read and decoded in parallel (`DC_DATASET_THREADS`)
- * and kept in the handle's tile cache.
+ * result's nnz. Only the chunks holding requested cells are decompressed (or taken from
+ * the handle's decoded-data cache, `DC_DATASET_CACHE_BYTES`), each tile read at most once
+ * per call, in parallel (`DC_DATASET_THREADS`); every cell is written straight into its
+ * rows of the outputs. The cells returned are checked against every rule of the format.
  *
  * Size query: if `capacity` is below the result's nnz, returns `DC_ERR_BUFFER_TOO_SMALL`
  * with `*nnz_out` = the needed nnz, having decoded nothing (`indptr`, `indices`, `values`

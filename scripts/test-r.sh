@@ -20,8 +20,8 @@ python3 tests/chromdata/expected_csv.py "$work/stores" "$work/stores/r-expected"
 python3 - "$work/stores" <<'PY'
 import os, sys
 root = sys.argv[1]
-# A store whose int64 column holds 2^53 + 1 (no exact double) and -2^62 (exact): the R
-# reader's int64 rule (tests/testthat/test-chromdata.R).
+# A store whose int64 column holds 2^53 + 1 (no exact double) and -2^62 (exact), and whose
+# int32 column holds -2^31: the R reader's integer rules (tests/testthat/test-chromdata.R).
 sys.path.insert(0, "tests/chromdata")
 import numpy as np
 import make_stores as ms
@@ -30,6 +30,10 @@ ds = ms.make_dataset("big", np.random.default_rng(7), n_cells=2, n_traces=3, has
 spot_id = ds["spots"]["spot_id"].to_numpy().copy()
 spot_id[0], spot_id[1] = 2**53 + 1, -(2**62)
 ds["spots"]["spot_id"] = spot_id
+# And an int32 column holding -2^31 (R's NA_integer_): read as double, never as NA.
+fov = ds["spots"]["fov"].to_numpy().copy()
+fov[0] = -(2**31)
+ds["spots"]["fov"] = fov
 assert ds["spots"]["trace_id"].iloc[0] == "t0" and ds["spots"]["trace_id"].iloc[1] == "t0"
 ms.write_store(ds, os.path.join(root, "big_int64.chromdata.zarr"), "flat")
 PY

@@ -3,6 +3,7 @@
 mod dataset_support;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use dataset_support::*;
@@ -157,14 +158,15 @@ fn crc_failure_is_reported_and_not_cached() {
         .map(|r| (f.input.indptr[r + 1] - f.input.indptr[r]) as u64)
         .sum();
     assert_eq!(ds.batch_nnz(&[0, 1, 2]).unwrap(), expected);
-    assert!(ds.cached_tiles().is_empty(), "batch_nnz decodes nothing");
+    assert!(ds.cached_chunks().is_empty(), "batch_nnz decodes nothing");
+    assert_eq!(ds.counters().chunks_decompressed.load(Relaxed), 0);
 
     let e = gather_err(&ds, &[5, 150]);
     assert_eq!(e.kind, ErrorKind::Checksum);
     assert!(e.message.contains("tile 0"), "{}", e.message);
     assert!(
-        !ds.cached_tiles().contains(&0),
-        "a failing tile is not cached"
+        ds.cached_chunks().iter().all(|&(t, _)| t != 0),
+        "nothing of a failing tile is cached"
     );
     // Asked again, it is read again (and fails again).
     assert_eq!(gather_err(&ds, &[5]).kind, ErrorKind::Checksum);
@@ -172,26 +174,80 @@ fn crc_failure_is_reported_and_not_cached() {
     // Repaired on disk: the same handle now reads it.
     std::fs::write(&tile, &good).unwrap();
     check_gather(&ds, &f.input, Some(&f.order), &[5, 150, 5]);
-    assert!(ds.cached_tiles().contains(&0));
+    assert!(ds.cached_chunks().iter().any(|&(t, _)| t == 0));
+}
+
+/// The chunks holding `cells`, from the tiles' indexes, as (tile, chunk), sorted.
+fn chunks_of(ds: &Dataset, cells: &[u64]) -> Vec<(u64, usize)> {
+    let mut v: Vec<(u64, usize)> = cells
+        .iter()
+        .map(|&c| {
+            let t = (0..ds.info().n_tiles)
+                .find(|&t| {
+                    let (first, n, _) = ds.tile_bounds(t).unwrap();
+                    c >= first && c < first + n
+                })
+                .unwrap();
+            let local = c - ds.tile_bounds(t).unwrap().0;
+            let index = ds.tile_index(t).unwrap();
+            let chunk = index
+                .chunks
+                .iter()
+                .position(|e| e.cell_lo <= local && local < e.cell_hi)
+                .unwrap();
+            (t, chunk)
+        })
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 #[test]
-fn tile_cache_is_bounded_and_settable() {
+fn cache_is_a_byte_budget_of_chunks() {
     let f = fixture("cache");
     let ds = Dataset::open(&f.path).unwrap();
-    check_gather(&ds, &f.input, Some(&f.order), &[0, 150, 220]);
-    assert_eq!(ds.cached_tiles().len(), 2, "default capacity 2");
+    assert_eq!(ds.cache_bytes(), 256 << 20, "default budget 256 MiB");
+    let decompressed = || ds.counters().chunks_decompressed.load(Relaxed);
+    let cells = [0u64, 150, 220, 151];
+    let want = chunks_of(&ds, &cells);
+    check_gather(&ds, &f.input, Some(&f.order), &cells);
+    assert_eq!(
+        ds.cached_chunks(),
+        want,
+        "exactly the chunks holding the cells"
+    );
+    assert_eq!(decompressed(), want.len() as u64, "each once");
+    check_gather(&ds, &f.input, Some(&f.order), &[220, 0, 150]);
+    assert_eq!(decompressed(), want.len() as u64, "served from the cache");
+
+    // A budget that holds about one chunk keeps at most that much.
+    let used = ds.cached_bytes();
+    let one = used / want.len();
+    ds.set_cache_bytes(one + one / 2);
+    assert!(ds.cached_bytes() <= one + one / 2);
+    check_gather(&ds, &f.input, Some(&f.order), &[10, 110, 210, 10]);
+    assert!(ds.cached_bytes() <= one + one / 2, "{}", ds.cached_bytes());
+
+    ds.set_cache_bytes(0);
+    assert!(ds.cached_chunks().is_empty() && ds.cached_bytes() == 0);
+    let before = decompressed();
+    check_gather(&ds, &f.input, Some(&f.order), &[10, 110, 210, 10]);
+    assert!(ds.cached_chunks().is_empty());
+    assert_eq!(
+        decompressed() - before,
+        chunks_of(&ds, &[10, 110, 210]).len() as u64,
+        "cache off: each touched chunk once per gather, no more"
+    );
+
+    // DC_DATASET_TILE_CACHE: a budget of n whole tiles of this dataset.
     ds.set_tile_cache(3);
-    check_gather(&ds, &f.input, Some(&f.order), &[10, 110, 210]);
-    let mut cached = ds.cached_tiles();
-    cached.sort();
-    assert_eq!(cached, vec![0, 1, 2]);
+    assert_eq!(ds.cache_bytes(), 3 * ds.tile_cache_unit());
+    let all: Vec<u64> = (0..250).collect();
+    check_gather(&ds, &f.input, Some(&f.order), &all);
+    assert_eq!(ds.cached_chunks().len(), chunks_of(&ds, &all).len());
     ds.set_tile_cache(1);
-    assert_eq!(ds.cached_tiles().len(), 1);
-    ds.set_tile_cache(0);
-    assert!(ds.cached_tiles().is_empty());
-    check_gather(&ds, &f.input, Some(&f.order), &[10, 110, 210]);
-    assert!(ds.cached_tiles().is_empty());
+    assert!(ds.cached_bytes() <= ds.tile_cache_unit());
 }
 
 #[test]
@@ -241,7 +297,7 @@ fn small_buffers_report_the_needed_nnz() {
 }
 
 #[test]
-fn read_tile_from_cache_and_from_disk_agree() {
+fn read_tile_and_gathers_agree() {
     let f = fixture("readtile");
     let ds = Dataset::open(&f.path).unwrap();
     let (_, cells, nnz) = ds.tile_bounds(1).unwrap();
@@ -255,11 +311,11 @@ fn read_tile_from_cache_and_from_disk_agree() {
     };
     let cold = read(&ds);
     assert!(
-        ds.cached_tiles().is_empty(),
+        ds.cached_chunks().is_empty(),
         "read_tile does not fill the cache"
     );
     check_gather(&ds, &f.input, Some(&f.order), &[100]);
-    assert_eq!(ds.cached_tiles(), vec![1]);
+    assert_eq!(ds.cached_chunks(), vec![(1, 0)]);
     assert_eq!(read(&ds), cold);
     for r in 0..cells as usize {
         assert_eq!(

@@ -222,3 +222,32 @@ fn output_buffers_too_small_report_the_needed_size() {
     .unwrap_err();
     assert_eq!(e.kind, ErrorKind::BufferTooSmall { needed: 3 });
 }
+
+/// Every kernel path (scalar, SSE2, AVX2 where the CPU has them) decodes the same tiles to
+/// the same output, including long cells (the streaming-store path) and gap exceptions.
+#[test]
+fn every_kernel_path_decodes_the_same() {
+    use deltacells::tile::{active_path, force_path, KernelPath};
+    let mut rng = Rng::new(31);
+    let csrs = [
+        random_csr(&mut rng, 300, 70_000, 30),
+        random_csr(&mut rng, 40, 38_000, 6_000),
+        random_csr(&mut rng, 500, 200, 15),
+    ];
+    let paths: Vec<KernelPath> = [KernelPath::Scalar, KernelPath::Sse2, KernelPath::Avx2]
+        .into_iter()
+        .filter(|p| p.available())
+        .collect();
+    assert!(paths.contains(&KernelPath::Scalar));
+    for csr in &csrs {
+        let blob = tile::encode_tile(&csr.as_ref(), opts(3, 1)).unwrap();
+        for &p in &paths {
+            force_path(Some(p));
+            assert_eq!(active_path(), p);
+            for threads in [1, 2] {
+                assert_eq!(&decode_i32(&blob, threads).unwrap(), csr, "{p:?}");
+            }
+        }
+        force_path(None);
+    }
+}

@@ -4,8 +4,8 @@
 // it names and translates their conventions into C++ ones:
 //
 //   * a failing call throws deltacells::error, carrying the dc_status and dc_last_error();
-//   * handles (dc_dataset, dc_writer, dc_chromdata, dc_chromdata_writer) and Arrow streams
-//     are RAII, move-only;
+//   * handles (dc_dataset, dc_batches, dc_writer, dc_chromdata, dc_chromdata_writer) and
+//     Arrow streams are RAII, move-only; batches iterate with range-for;
 //   * outputs come back as std::vector (CSR as struct Csr), strings as std::string;
 //   * Arrow results (ArrowStream) can be read typed, without Arrow C++ or nanoarrow, through
 //     BatchReader / Table / Batch / Column: spans over primitive columns, strings (also
@@ -400,6 +400,9 @@ public:
       : schema_(std::move(schema)), array_(std::move(array)) {
     if (std::strcmp((*schema_)->format, "+s") != 0)
       throw std::invalid_argument("deltacells::Batch: the stream does not carry record batches (struct arrays)");
+    if (array_.valid() && array_->n_children != (*schema_)->n_children)
+      throw std::invalid_argument("deltacells::Batch: the batch has " + std::to_string(array_->n_children) +
+                                  " columns, its schema " + std::to_string((*schema_)->n_children));
   }
   int64_t num_rows() const noexcept { return array_.valid() ? array_->length : 0; }
   size_t num_columns() const noexcept { return array_.valid() ? static_cast<size_t>(array_->n_children) : 0; }
@@ -589,6 +592,8 @@ struct TileBounds {
   uint64_t nnz;
 };
 
+template <class V> class Batches;
+
 /// An open dataset (dc_dataset). Move-only; may be used from several threads at once.
 class Dataset {
 public:
@@ -620,7 +625,8 @@ public:
   dc_dataset *release() noexcept { return std::exchange(h_, nullptr); }
   explicit operator bool() const noexcept { return h_ != nullptr; }
 
-  /// dc_dataset_set (DC_DATASET_THREADS, DC_DATASET_TILE_CACHE, DC_DATASET_VERIFY_CRC).
+  /// dc_dataset_set (DC_DATASET_THREADS, DC_DATASET_TILE_CACHE, DC_DATASET_VERIFY_CRC,
+  /// DC_DATASET_CACHE_BYTES).
   void set(dc_dataset_param p, int64_t value) { detail::check(dc_dataset_set(h_, p, value), "dc_dataset_set"); }
   /// dc_dataset_param_bounds: the values set(p, v) accepts, {min, max} (inclusive).
   static std::pair<int64_t, int64_t> param_bounds(dc_dataset_param p) {
@@ -686,6 +692,21 @@ public:
   template <class V = int32_t> BasicCsr<V> gather(const uint64_t *cells, size_t n) {
     return gather<V>(view<uint64_t>(cells, n));
   }
+  /// dc_dataset_batches: the cells in batches of batch_size rows, read ahead; iterate the
+  /// result with range-for (defined below). It may outlive this Dataset.
+  template <class V = int32_t>
+  Batches<V> batches(view<uint64_t> cells, size_t batch_size, uint32_t read_ahead = 0);
+  /// dc_dataset_shuffled_order: a block-shuffled permutation of all cells (tiles in random
+  /// order, cells shuffled within windows of window_tiles tiles), the same for a seed on
+  /// every platform.
+  std::vector<uint64_t> shuffled_order(uint64_t seed, uint32_t window_tiles = 1) const {
+    std::vector<uint64_t> out;
+    detail::size_buffer(out, n_cells());
+    detail::check(dc_dataset_shuffled_order(h_, seed, window_tiles, out.data(), out.size()),
+                  "dc_dataset_shuffled_order");
+    out.resize(static_cast<size_t>(n_cells()));
+    return out;
+  }
 
   /// dc_dataset_gene_order: output column j was input column result[j].
   std::vector<int32_t> gene_order() const {
@@ -725,6 +746,94 @@ private:
   explicit Dataset(dc_dataset *h) noexcept : h_(h) {}
   dc_dataset *h_ = nullptr;
 };
+
+/// Batches of a dataset's cells in a declared order, prepared ahead on the dataset's pool
+/// (dc_batches). Move-only; one thread at a time. Range-for yields each batch as a
+/// BasicCsr<V> (rows in the order of the cells given); the buffers are reused from batch
+/// to batch. A batch that fails to read throws deltacells::error from the step that reaches
+/// it; that batch is then consumed and next() goes on with the following one.
+template <class V = int32_t> class Batches {
+public:
+  /// dc_dataset_batches (read_ahead 0 = 2).
+  Batches(Dataset &ds, view<uint64_t> cells, size_t batch_size, uint32_t read_ahead = 0) {
+    detail::check(dc_dataset_batches(ds.get(), cells.data(), cells.size(), batch_size, read_ahead, &h_),
+                  "dc_dataset_batches");
+  }
+  ~Batches() { dc_batches_free(h_); }
+  Batches(Batches &&o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Batches &operator=(Batches &&o) noexcept {
+    if (this != &o) { dc_batches_free(h_); h_ = std::exchange(o.h_, nullptr); }
+    return *this;
+  }
+  Batches(const Batches &) = delete;
+  Batches &operator=(const Batches &) = delete;
+  dc_batches *get() const noexcept { return h_; }
+
+  /// dc_batches_peek: (rows, nonzeros) of the next batch; rows 0 at the end.
+  std::pair<uint64_t, uint64_t> peek() {
+    uint64_t rows = 0, nnz = 0;
+    detail::check(dc_batches_peek(h_, &rows, &nnz), "dc_batches_peek");
+    return {rows, nnz};
+  }
+  /// dc_batches_next into `out` (resized to the batch); false at the end.
+  bool next(BasicCsr<V> &out) {
+    uint64_t rows = 0, need = 0;
+    dc_status s = dc_batches_peek(h_, &rows, &need);
+    if (s != DC_OK) {
+      // dc_batches_next hands out (consumes) the batch that failed, with the same error.
+      uint64_t r = 0, z = 0;
+      detail::check(dc_batches_next(h_, detail::dtype_of<V>::value, nullptr, nullptr, nullptr, 0, &r, &z),
+                    "dc_batches_next");
+      detail::check(s, "dc_batches_peek");
+    }
+    if (rows == 0) return false;
+    out.indptr.resize(static_cast<size_t>(rows + 1));
+    detail::size_buffer(out.indices, need);
+    detail::size_buffer(out.values, need);
+    uint64_t got_rows = 0, nnz = 0;
+    detail::check(dc_batches_next(h_, detail::dtype_of<V>::value, out.indptr.data(), out.indices.data(),
+                                  out.values.data(), need, &got_rows, &nnz),
+                  "dc_batches_next");
+    out.indptr.resize(static_cast<size_t>(got_rows + 1));
+    out.indices.resize(static_cast<size_t>(nnz));
+    out.values.resize(static_cast<size_t>(nnz));
+    return got_rows > 0;
+  }
+
+  /// Input iterator over the batches (range-for).
+  class iterator {
+  public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = BasicCsr<V>;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const BasicCsr<V> *;
+    using reference = const BasicCsr<V> &;
+    iterator() noexcept = default;
+    explicit iterator(Batches *b) : b_(b) { advance(); }
+    reference operator*() const noexcept { return current_; }
+    pointer operator->() const noexcept { return &current_; }
+    iterator &operator++() { advance(); return *this; }
+    bool operator==(const iterator &o) const noexcept { return b_ == o.b_; }
+    bool operator!=(const iterator &o) const noexcept { return b_ != o.b_; }
+
+  private:
+    void advance() {
+      if (b_ && !b_->next(current_)) b_ = nullptr;
+    }
+    Batches *b_ = nullptr;
+    BasicCsr<V> current_;
+  };
+  iterator begin() { return iterator(this); }
+  iterator end() noexcept { return iterator(); }
+
+private:
+  dc_batches *h_ = nullptr;
+};
+
+template <class V>
+inline Batches<V> Dataset::batches(view<uint64_t> cells, size_t batch_size, uint32_t read_ahead) {
+  return Batches<V>(*this, cells, batch_size, read_ahead);
+}
 
 // ----------------------------------------------------------------------------------------
 // Datasets, writing (§4)

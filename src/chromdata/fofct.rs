@@ -21,7 +21,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 
-use super::{ChromDataWriter, WriterOptions};
+use super::write::{ChromDataWriter, WriterOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::progress::{self, Observer, Progress, Stage, Unit};
 

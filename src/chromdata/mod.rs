@@ -8,9 +8,10 @@
 //! - `access`: the bytes of a store (directory or `.cdz` members), its Parquet files and
 //!   Zarr arrays.
 //! - `read`: open in steps, the index, query planning, assembly, iteration.
-//! - the writer (`writer`, `wstore`, `wcol`) and the FOF-CT import ([`fofct`]).
+//! - `write`: ids, bins, columns, derived columns, runs, merge, row groups, sinks,
+//!   metadata, finish; and the FOF-CT import ([`fofct`]) on top of it.
 //!
-//! `read` and the writer never import each other; both use `spec`, `access` and
+//! `read` and `write` never import each other; both use `spec`, `access` and
 //! `values` (the Arrow value normalisation both directions share).
 
 mod access;
@@ -18,15 +19,16 @@ pub mod fofct;
 mod read;
 mod spec;
 mod values;
-mod wcol;
-mod writer;
-mod wstore;
+mod write;
 
 pub use read::{CatValue, ChromData, Columns, Info, SpotBatches, SHAPE_METADATA};
 #[doc(hidden)]
 pub use read::{FileRead, PlanQuery};
 pub use spec::Layout;
-pub use writer::{default_memory_budget, is_temp_name, ChromDataWriter, WriterOptions};
+pub use write::{
+    default_memory_budget, is_temp_name, ChromDataWriter, WriterOptions, WriterParam,
+    MIN_MEMORY_BUDGET,
+};
 
 /// Test hook of the metadata model (not part of the API): parses a root and a
 /// `tables/zarr.json` document with the model, checks that what it emits parses back to the

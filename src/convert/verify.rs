@@ -118,7 +118,7 @@ pub fn verify_dataset(root: &Path, threads: usize, observer: &dyn Observer) -> V
             return rep;
         }
     };
-    ds.set_tile_cache(0);
+    ds.set_cache_bytes(0);
     ds.set_threads(1);
     let info = ds.info();
     rep.n_tiles = info.n_tiles;

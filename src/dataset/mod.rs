@@ -1,10 +1,15 @@
 //! deltacells datasets: a directory of tiles plus `manifest.json` (format version 2).
-//! `Dataset` reads one (gathers of arbitrary cells, a decoded-tile cache), `DatasetWriter`
+//! `Dataset` reads one (gathers of arbitrary cells by chunk, batches read ahead, a
+//! decoded-data cache under a byte budget), `DatasetWriter`
 //! streams rows into a new one and publishes it atomically.
 
+mod batches;
+mod cache;
+mod gather;
 pub mod manifest;
 pub mod npy;
 pub mod obs;
+mod order;
 mod params;
 mod reader;
 #[cfg(feature = "remote")]
@@ -12,10 +17,14 @@ mod remote_tiles;
 mod var;
 mod writer;
 
+pub use batches::{Batches, DEFAULT_READ_AHEAD, MAX_READ_AHEAD};
+pub use cache::DEFAULT_CACHE_BYTES;
+pub use gather::GatherPlan;
 pub use manifest::{Manifest, DATASET_FORMAT, DATASET_VERSION};
 pub use obs::{ObsColumn, ObsKind, ObsSchema, DEFAULT_MAX_CATEGORIES};
+pub use order::SplitMix64;
 pub use params::{Bounds, ReaderParam, WriterParam, MAX_CHUNKS};
-pub use reader::{Dataset, DatasetInfo, DecodedTile, GatherPlan, DEFAULT_TILE_CACHE};
+pub use reader::{Dataset, DatasetInfo, ReadCounters};
 pub use writer::{
     spill_root, DatasetWriter, WriterOptions, DEFAULT_OBS_TILES_PER_FILE, DEFAULT_TILE_SIZE,
     SPILL_DIR_ENV,

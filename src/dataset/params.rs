@@ -39,15 +39,24 @@ const MAX_USIZE: i64 = if (usize::MAX as u128) < i64::MAX as u128 {
 pub enum ReaderParam {
     /// Decode threads per call (0 = `DELTACELLS_NUM_THREADS`, else all cores). Default 0.
     Threads,
-    /// Decoded tiles kept in memory between calls (0 disables the cache). Default 2.
+    /// Shorthand for `CacheBytes`: a budget of this many times the decoded size of the
+    /// dataset's largest tile (`Dataset::tile_cache_unit`).
     TileCache,
-    /// 1 (default): check each tile's CRC-32 before decoding it; 0: skip the check.
+    /// 1 (default): check each tile's CRC-32 when it is read, before anything in it is
+    /// decompressed; 0: skip the check.
     VerifyCrc,
+    /// The decoded-data cache budget in bytes (default 256 MiB; 0 disables it).
+    CacheBytes,
 }
 
 impl ReaderParam {
     /// Every reader setting.
-    pub const ALL: [ReaderParam; 3] = [Self::Threads, Self::TileCache, Self::VerifyCrc];
+    pub const ALL: [ReaderParam; 4] = [
+        Self::Threads,
+        Self::TileCache,
+        Self::VerifyCrc,
+        Self::CacheBytes,
+    ];
 
     /// The name used in messages.
     pub fn name(self) -> &'static str {
@@ -55,13 +64,14 @@ impl ReaderParam {
             Self::Threads => "threads",
             Self::TileCache => "tile_cache",
             Self::VerifyCrc => "verify_crc",
+            Self::CacheBytes => "cache_bytes",
         }
     }
 
     /// The values the setting accepts.
     pub fn bounds(self) -> Bounds {
         let (min, max) = match self {
-            Self::Threads | Self::TileCache => (0, MAX_USIZE),
+            Self::Threads | Self::TileCache | Self::CacheBytes => (0, MAX_USIZE),
             Self::VerifyCrc => (0, 1),
         };
         Bounds { min, max }

@@ -1,35 +1,38 @@
-//! Reading a dataset: the manifest, whole tiles, and gathers of arbitrary cells.
+//! Reading a dataset: the manifest, whole tiles, and (in `gather` and `batches`) any cells.
 //!
-//! A `Dataset` is `Send + Sync`: gathers from several threads share two caches, each behind
-//! its own lock that is never held while a tile is read or decoded:
-//! * a small LRU of decoded tiles (`TILE_CACHE`, default 2), so that consecutive batches
-//!   drawn from the same tiles decode them once;
-//! * the indptr of every tile whose header has been read, so that `batch_nnz` and the
-//!   planning of a gather touch the disk once per tile (8 bytes per cell at most).
+//! A `Dataset` is `Send + Sync`: calls from several threads share one decoded-data cache
+//! (`cache`), a byte budget (`set_cache_bytes`, default 256 MiB) of decompressed chunks and
+//! tile indexes (header, chunk table, indptr), and a few reusable read buffers. No lock is
+//! held while a tile is read or decompressed.
+//!
+//! When the CRC is checked: every time a tile's bytes are read to decompress any of its
+//! chunks (or to decode it whole), the whole tile is read and its CRC-32 checked before
+//! anything in it is decompressed. A chunk served from the cache was checked when its tile
+//! was read. Planning a gather (`batch_nnz`, the sizing step of `gather`) reads only the
+//! header, chunk table and indptr, which are checked structurally; the CRC, which covers the
+//! whole tile, is checked when the tile is read for its data.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool;
 use crate::storage::Root;
-use crate::tile::{self, Tile, TileHeader, ValuesOut, CHUNK_ENTRY_SIZE, HEADER_SIZE};
+use crate::tile::{self, Tile, TileHeader, TileIndex, ValuesOut, HEADER_SIZE};
 
 use arrow_array::RecordBatchReader;
 use arrow_schema::SchemaRef;
 
+use super::cache::{DecodedCache, Entry, Key, Lookup, DEFAULT_CACHE_BYTES};
 use super::manifest::Manifest;
 use super::obs::{ObsCounters, ObsMeta, ObsSchema};
 use super::params::ReaderParam;
 use super::{npy, paths, var};
-
-/// Decoded tiles kept by default.
-pub const DEFAULT_TILE_CACHE: usize = 2;
 
 /// A summary of an open dataset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,12 +50,67 @@ pub struct DatasetInfo {
     pub has_obs: bool,
 }
 
-/// One tile, decoded (counts as int32; converted on copy when float32 is asked for).
-#[derive(Debug)]
-pub struct DecodedTile {
-    pub indptr: Arc<[i64]>,
-    pub indices: Vec<i32>,
-    pub values: Vec<i32>,
+/// Work counters (diagnostics and tests): what the reader actually read and decompressed.
+#[derive(Debug, Default)]
+pub struct ReadCounters {
+    /// Whole tiles read (for their data; index reads are not counted).
+    pub tiles_read: AtomicU64,
+    /// Chunks decompressed (by gathers and batches; whole-tile reads are not counted).
+    pub chunks_decompressed: AtomicU64,
+}
+
+/// Read buffers kept for reuse (whole tiles are read into them), so that a read allocates
+/// nothing proportional to a tile once the dataset is warm.
+#[derive(Default)]
+struct BufferPool {
+    free: Mutex<Vec<Vec<u8>>>,
+}
+
+/// Buffers kept beyond the ones in use.
+const KEPT_BUFFERS: usize = 4;
+
+impl BufferPool {
+    fn take(&self) -> Vec<u8> {
+        self.free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_default()
+    }
+    fn give(&self, buf: Vec<u8>) {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        if free.len() < KEPT_BUFFERS {
+            free.push(buf);
+        }
+    }
+}
+
+/// A tile read whole and validated (`Tile::parse`, header agrees with the manifest). Its
+/// buffer goes back to the dataset's pool when dropped.
+pub(crate) struct LoadedTile {
+    bytes: Vec<u8>,
+    header: TileHeader,
+    chunks: Vec<tile::ChunkEntry>,
+    n_exceptions: u64,
+    pool: Arc<BufferPool>,
+}
+
+impl LoadedTile {
+    /// The validated view (no check is repeated).
+    pub(crate) fn view(&self) -> Tile<'_> {
+        Tile::from_parts(
+            &self.bytes,
+            self.header,
+            self.chunks.clone(),
+            self.n_exceptions,
+        )
+    }
+}
+
+impl Drop for LoadedTile {
+    fn drop(&mut self) {
+        self.pool.give(std::mem::take(&mut self.bytes));
+    }
 }
 
 /// An open deltacells dataset.
@@ -68,40 +126,19 @@ pub struct Dataset {
     /// First global cell of each tile, then n_cells (n_tiles + 1 entries).
     starts: Vec<u64>,
     threads: AtomicUsize,
-    cache_capacity: AtomicUsize,
     verify_crc: AtomicBool,
-    /// Decoded tiles, least recently used first.
-    cache: Mutex<Vec<(u64, Arc<DecodedTile>)>>,
-    indptrs: RwLock<HashMap<u64, Arc<[i64]>>>,
+    cache: DecodedCache,
+    buffers: Arc<BufferPool>,
+    /// Tiles read whole and still held by some call: another call needing the same tile
+    /// meanwhile shares it instead of reading it again.
+    open_tiles: Mutex<HashMap<u64, Weak<LoadedTile>>>,
+    counters: ReadCounters,
     gene_order: OnceLock<Result<Vec<i32>>>,
     var_names: OnceLock<Result<Vec<String>>>,
     obs: OnceLock<Result<ObsMeta>>,
     /// Explicit obs cache directory (`None`: the environment decides).
     cache_dir: RwLock<Option<PathBuf>>,
     obs_counters: ObsCounters,
-}
-
-/// Where every requested row comes from and where it goes; made by `Dataset::plan_gather`.
-#[derive(Debug, Clone)]
-pub struct GatherPlan {
-    /// Distinct tiles needed, in first-use order.
-    tiles: Vec<u64>,
-    /// For each requested row: index into `tiles`, and the row within that tile.
-    row_tile: Vec<usize>,
-    row_local: Vec<u64>,
-    /// Output offsets (n + 1 entries): row i goes to [offsets[i], offsets[i+1]).
-    offsets: Vec<i64>,
-}
-
-impl GatherPlan {
-    /// Nonzeros the gather produces.
-    pub fn nnz(&self) -> u64 {
-        *self.offsets.last().unwrap_or(&0) as u64
-    }
-    /// Rows requested.
-    pub fn n_rows(&self) -> usize {
-        self.row_tile.len()
-    }
 }
 
 fn other_err(path: &Path, what: &str, e: std::io::Error) -> Error {
@@ -184,11 +221,7 @@ impl Dataset {
     }
 
     fn from_manifest(store: Root, manifest: Manifest) -> Dataset {
-        let root = match &store {
-            Root::Local(p) => p.clone(),
-            #[cfg(feature = "remote")]
-            Root::Remote(r) => PathBuf::from(r.url().url.clone()),
-        };
+        let root = PathBuf::from(store.display());
         #[cfg(feature = "remote")]
         let remote = store
             .remote()
@@ -208,10 +241,11 @@ impl Dataset {
             manifest,
             starts,
             threads: AtomicUsize::new(0),
-            cache_capacity: AtomicUsize::new(DEFAULT_TILE_CACHE),
             verify_crc: AtomicBool::new(true),
-            cache: Mutex::new(Vec::new()),
-            indptrs: RwLock::new(HashMap::new()),
+            cache: DecodedCache::new(DEFAULT_CACHE_BYTES),
+            buffers: Arc::default(),
+            open_tiles: Mutex::new(HashMap::new()),
+            counters: ReadCounters::default(),
             gene_order: OnceLock::new(),
             var_names: OnceLock::new(),
             obs: OnceLock::new(),
@@ -249,15 +283,33 @@ impl Dataset {
         self.threads.store(threads, Ordering::Relaxed);
     }
 
-    /// Decoded tiles kept between calls (0 disables the cache). Shrinks it at once.
-    pub fn set_tile_cache(&self, tiles: usize) {
-        self.cache_capacity.store(tiles, Ordering::Relaxed);
-        let mut cache = self.lock_cache();
-        let excess = cache.len().saturating_sub(tiles);
-        cache.drain(..excess);
+    /// The decoded-data cache budget in bytes (0 disables it): decompressed chunks (4 bytes
+    /// per nonzero, plus 4 per cell and their exceptions) and tile indexes (8 bytes per cell
+    /// plus 96 per chunk), least recently used evicted first. Shrinking evicts at once.
+    pub fn set_cache_bytes(&self, bytes: usize) {
+        self.cache.set_budget(bytes);
     }
 
-    /// Whether tiles' CRC-32 is checked before decoding (default true).
+    pub fn cache_bytes(&self) -> usize {
+        self.cache.budget()
+    }
+
+    /// `DC_DATASET_TILE_CACHE` since contract 1.1: a budget of `tiles` times the decoded
+    /// size of this dataset's largest tile (`tile_cache_unit`).
+    pub fn set_tile_cache(&self, tiles: usize) {
+        self.set_cache_bytes(tiles.saturating_mul(self.tile_cache_unit()));
+    }
+
+    /// Cache bytes one tile needs: 4 bytes per nonzero of the largest tile plus 12 bytes
+    /// per cell of the largest tile (chunk bounds and index).
+    pub fn tile_cache_unit(&self) -> usize {
+        let m = &self.manifest;
+        let nnz = m.tile_nnz.iter().copied().max().unwrap_or(0);
+        let cells = m.tile_cells.iter().copied().max().unwrap_or(0);
+        (4 * nnz + 12 * (cells + 1) + 4096) as usize
+    }
+
+    /// Whether tiles' CRC-32 is checked when they are read (default true).
     pub fn set_verify_crc(&self, verify: bool) {
         self.verify_crc.store(verify, Ordering::Relaxed);
     }
@@ -271,22 +323,37 @@ impl Dataset {
             ReaderParam::Threads => self.set_threads(v as usize),
             ReaderParam::TileCache => self.set_tile_cache(v as usize),
             ReaderParam::VerifyCrc => self.set_verify_crc(v == 1),
+            ReaderParam::CacheBytes => self.set_cache_bytes(v as usize),
         }
         Ok(())
     }
 
-    /// Tiles currently in the decoded-tile cache (for tests and diagnostics).
-    pub fn cached_tiles(&self) -> Vec<u64> {
-        self.lock_cache().iter().map(|(t, _)| *t).collect()
+    /// The chunks in the decoded-data cache, as (tile, chunk) (tests and diagnostics).
+    pub fn cached_chunks(&self) -> Vec<(u64, usize)> {
+        self.cache.chunks()
     }
 
-    fn lock_cache(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Arc<DecodedTile>)>> {
-        // The cache holds only complete entries, so a panic elsewhere cannot leave it torn.
-        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    /// Bytes the decoded-data cache holds now.
+    pub fn cached_bytes(&self) -> usize {
+        self.cache.used_bytes()
     }
 
-    fn resolved_threads(&self) -> usize {
+    /// What the reader has read and decompressed so far.
+    pub fn counters(&self) -> &ReadCounters {
+        &self.counters
+    }
+
+    pub(crate) fn cache(&self) -> &DecodedCache {
+        &self.cache
+    }
+
+    pub(crate) fn resolved_threads(&self) -> usize {
         pool::resolve_threads(self.threads.load(Ordering::Relaxed))
+    }
+
+    /// First global cell of each tile, then n_cells.
+    pub(crate) fn starts(&self) -> &[u64] {
+        &self.starts
     }
 
     /// Tile `t`: (first global cell, cells, stored nonzeros).
@@ -317,7 +384,8 @@ impl Dataset {
         self.root.join(paths::tile_relpath(t))
     }
 
-    fn tile_err(&self, t: u64, e: Error) -> Error {
+    /// Prefixes an error with the tile and its path.
+    pub(crate) fn tile_err(&self, t: u64, e: Error) -> Error {
         e.context(format!("tile {t} ({})", self.tile_path(t).display()))
     }
 
@@ -342,6 +410,7 @@ impl Dataset {
         Ok(file)
     }
 
+    /// Reads tile `t` whole into a pooled buffer.
     fn read_blob(&self, t: u64) -> Result<Vec<u8>> {
         #[cfg(feature = "remote")]
         if let Some(r) = &self.remote {
@@ -349,19 +418,67 @@ impl Dataset {
         }
         let mut file = self.open_tile(t)?;
         let expected = self.manifest.tile_bytes[t as usize];
-        let mut blob = Vec::with_capacity(expected as usize);
-        file.read_to_end(&mut blob)
-            .map_err(|e| other_err(&self.tile_path(t), &format!("tile {t}"), e))?;
+        let mut blob = self.buffers.take();
+        blob.clear();
+        blob.try_reserve_exact(expected as usize).map_err(|_| {
+            self.tile_err(
+                t,
+                Error::limit(format!("cannot allocate {expected} bytes to read it")),
+            )
+        })?;
+        let read = file.read_to_end(&mut blob);
+        if let Err(e) = read {
+            self.buffers.give(blob);
+            return Err(other_err(&self.tile_path(t), &format!("tile {t}"), e));
+        }
         if blob.len() as u64 != expected {
+            let got = blob.len();
+            self.buffers.give(blob);
             return Err(self.tile_err(
                 t,
                 Error::format(format!(
-                    "read {} bytes, manifest tile_bytes[{t}] says {expected} (the file changed)",
-                    blob.len()
+                    "read {got} bytes, manifest tile_bytes[{t}] says {expected} (the file changed)"
                 )),
             ));
         }
         Ok(blob)
+    }
+
+    /// Reads tile `t` whole and validates it: structure, CRC (if enabled), agreement with
+    /// the manifest.
+    pub(crate) fn load_tile(&self, t: u64) -> Result<LoadedTile> {
+        let bytes = self.read_blob(t)?;
+        self.counters.tiles_read.fetch_add(1, Ordering::Relaxed);
+        let verify = self.verify_crc.load(Ordering::Relaxed);
+        let parsed = match Tile::parse(&bytes, verify) {
+            Ok(p) => (p.header, p.chunks, p.n_exceptions),
+            Err(e) => {
+                self.buffers.give(bytes);
+                return Err(self.tile_err(t, e));
+            }
+        };
+        let loaded = LoadedTile {
+            bytes,
+            header: parsed.0,
+            chunks: parsed.1,
+            n_exceptions: parsed.2,
+            pool: self.buffers.clone(),
+        };
+        self.check_header_agrees(t, &loaded.header)?;
+        Ok(loaded)
+    }
+
+    /// Tile `t` read whole and validated, shared with any other call holding it now.
+    pub(crate) fn shared_tile(&self, t: u64) -> Result<Arc<LoadedTile>> {
+        let lock = || self.open_tiles.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tile) = lock().get(&t).and_then(Weak::upgrade) {
+            return Ok(tile);
+        }
+        let tile = Arc::new(self.load_tile(t)?);
+        let mut open = lock();
+        open.retain(|_, w| w.strong_count() > 0);
+        open.insert(t, Arc::downgrade(&tile));
+        Ok(tile)
     }
 
     /// The header must describe the tile the manifest lists.
@@ -391,196 +508,53 @@ impl Dataset {
         Ok(())
     }
 
-    /// Reads, validates and decodes tile `t` into new buffers.
-    fn decode_owned(&self, t: u64, threads: usize) -> Result<DecodedTile> {
-        let blob = self.read_blob(t)?;
-        let verify = self.verify_crc.load(Ordering::Relaxed);
-        let parsed = Tile::parse(&blob, verify).map_err(|e| self.tile_err(t, e))?;
-        self.check_header_agrees(t, &parsed.header)?;
-        let nnz = parsed.header.nnz as usize;
-        let mut indptr = zeroed::<i64>(parsed.header.n_cells as usize + 1, t)?;
-        let mut indices = zeroed::<i32>(nnz, t)?;
-        let mut values = zeroed::<i32>(nnz, t)?;
-        tile::decode_parsed(
-            &parsed,
-            threads,
-            &mut indptr,
-            &mut indices,
-            ValuesOut::I32(&mut values),
-        )
-        .map_err(|e| self.tile_err(t, e))?;
-        Ok(DecodedTile {
-            indptr: indptr.into(),
-            indices,
-            values,
-        })
-    }
-
-    fn cached(&self, t: u64) -> Option<Arc<DecodedTile>> {
-        let mut cache = self.lock_cache();
-        let at = cache.iter().position(|(k, _)| *k == t)?;
-        let entry = cache.remove(at);
-        let tile = entry.1.clone();
-        cache.push(entry);
-        Some(tile)
-    }
-
-    fn insert_cached(&self, t: u64, tile: Arc<DecodedTile>) {
-        let cap = self.cache_capacity.load(Ordering::Relaxed);
-        if cap == 0 {
-            return;
-        }
-        let mut cache = self.lock_cache();
-        cache.retain(|(k, _)| *k != t);
-        cache.push((t, tile));
-        let excess = cache.len().saturating_sub(cap);
-        cache.drain(..excess);
-    }
-
-    /// Decodes tile `t` through the cache. Only tiles that decoded cleanly are cached.
-    pub fn decoded_tile(&self, t: u64) -> Result<Arc<DecodedTile>> {
+    /// The index of tile `t` (header, chunk table, indptr), from the cache or from the
+    /// tile's leading bytes alone (nothing is decompressed; see the module documentation
+    /// for when the CRC is checked).
+    pub fn tile_index(&self, t: u64) -> Result<Arc<TileIndex>> {
         self.check_tile(t)?;
-        self.decoded_tiles(&[t], self.resolved_threads())
-            .map(|mut v| v.pop().unwrap())
-    }
-
-    /// Tiles through the cache; the missing ones are decoded in parallel (no lock held).
-    fn decoded_tiles(&self, tiles: &[u64], threads: usize) -> Result<Vec<Arc<DecodedTile>>> {
-        let mut out: Vec<Option<Arc<DecodedTile>>> =
-            tiles.iter().map(|&t| self.cached(t)).collect();
-        let missing: Vec<(usize, u64)> = out
-            .iter()
-            .enumerate()
-            .filter(|(_, d)| d.is_none())
-            .map(|(i, _)| (i, tiles[i]))
-            .collect();
-        if !missing.is_empty() {
-            // One tile: parallel over its chunks. Several: parallel over tiles.
-            let per_tile = if missing.len() == 1 { threads } else { 1 };
-            let decoded = pool::map(threads.min(missing.len()), missing, |(i, t)| {
-                Ok((i, t, Arc::new(self.decode_owned(t, per_tile)?)))
-            })?;
-            for (i, t, d) in decoded {
-                self.remember_indptr(t, d.indptr.clone());
-                self.insert_cached(t, d.clone());
-                out[i] = Some(d);
+        let key = Key::Index(t);
+        let cells = self.manifest.tile_cells[t as usize] as usize;
+        match self.cache.lookup(key, 8 * (cells + 1) + 1024) {
+            Lookup::Hit(Entry::Index(i)) => Ok(i),
+            Lookup::Hit(Entry::Chunk(_)) => unreachable!("an index key holds an index"),
+            Lookup::Claimed(claim) => {
+                let index = Arc::new(self.read_index(t)?);
+                claim.fill(Entry::Index(index.clone()));
+                Ok(index)
             }
+            Lookup::Uncached => Ok(Arc::new(self.read_index(t)?)),
         }
-        Ok(out.into_iter().map(Option::unwrap).collect())
     }
 
-    fn knows_indptr(&self, t: u64) -> bool {
-        self.indptrs
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&t)
-            || self.lock_cache().iter().any(|(k, _)| *k == t)
-    }
-
-    fn remember_indptr(&self, t: u64, indptr: Arc<[i64]>) {
-        self.indptrs
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(t)
-            .or_insert(indptr);
-    }
-
-    /// The indptr of tile `t` (n_cells + 1 entries), from the caches or from the tile's
-    /// header and indptr alone (nothing is decompressed; the CRC, which covers the whole
-    /// tile, is checked when the tile is decoded).
+    /// The indptr of tile `t` (n_cells + 1 entries); see `tile_index`.
     pub fn tile_indptr(&self, t: u64) -> Result<Arc<[i64]>> {
-        self.check_tile(t)?;
-        if let Some(p) = self
-            .indptrs
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&t)
-        {
-            return Ok(p.clone());
-        }
-        if let Some(d) = self.lock_cache().iter().find(|(k, _)| *k == t) {
-            return Ok(d.1.indptr.clone());
-        }
-        let indptr: Arc<[i64]> = self.read_indptr(t)?.into();
-        self.remember_indptr(t, indptr.clone());
-        Ok(indptr)
+        Ok(self.tile_index(t)?.indptr.as_slice().into())
     }
 
-    fn read_indptr(&self, t: u64) -> Result<Vec<i64>> {
-        if cfg!(target_endian = "big") {
-            return Err(Error::unsupported(
-                "deltacells tiles are little-endian; this build runs on a big-endian host",
-            ));
-        }
+    fn read_index(&self, t: u64) -> Result<TileIndex> {
         let read_at = self.tile_reader(t)?;
         let size = self.manifest.tile_bytes[t as usize];
         let mut head = [0u8; HEADER_SIZE];
+        if size < HEADER_SIZE as u64 {
+            return Err(self.tile_err(
+                t,
+                Error::format(format!(
+                    "tile is {size} bytes, shorter than the {HEADER_SIZE}-byte header"
+                )),
+            ));
+        }
         read_at(&mut head, 0)?;
-        let h = TileHeader::parse(&head).map_err(|e| self.tile_err(t, e))?;
-        let fail = |rule: String| self.tile_err(t, Error::format(rule));
-        if h.version != tile::FORMAT_VERSION {
-            return Err(self.tile_err(
-                t,
-                Error::unsupported(format!(
-                    "tile format version {} (byte 8); this build reads version {}",
-                    h.version,
-                    tile::FORMAT_VERSION
-                )),
-            ));
-        }
-        if h.flags != 0 {
-            return Err(self.tile_err(
-                t,
-                Error::unsupported(format!(
-                    "unknown tile flags 0x{:08x} (byte 12); version 2 defines none",
-                    h.flags
-                )),
-            ));
-        }
-        self.check_header_agrees(t, &h)?;
-        let table_end = HEADER_SIZE as u64 + CHUNK_ENTRY_SIZE as u64 * h.n_chunks as u64;
-        if !h.indptr_off.is_multiple_of(8) || h.indptr_off < table_end {
-            return Err(fail(format!(
-                "indptr_off (byte 40) is {}, must be a multiple of 8 at or after the chunk table's end {table_end}",
-                h.indptr_off
-            )));
-        }
-        let n = h.n_cells as usize + 1;
-        let end = h.indptr_off as u128 + 8 * n as u128;
-        if end > size as u128 {
-            return Err(fail(format!(
-                "indptr of {} cells at byte {} runs past the end of the {size}-byte tile",
-                h.n_cells, h.indptr_off
-            )));
-        }
-        let mut raw = vec![0u8; 8 * n];
-        read_at(&mut raw, h.indptr_off)?;
-        let indptr: Vec<i64> = raw
-            .chunks_exact(8)
-            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        if indptr[0] != 0 {
-            return Err(fail(format!("indptr[0] is {}, must be 0", indptr[0])));
-        }
-        if let Some(i) = indptr.windows(2).position(|w| w[1] < w[0]) {
-            return Err(fail(format!(
-                "indptr decreases at cell {i} ({} -> {})",
-                indptr[i],
-                indptr[i + 1]
-            )));
-        }
-        if indptr[n - 1] as u64 != h.nnz {
-            return Err(fail(format!(
-                "indptr[n_cells] is {}, the header says nnz = {}",
-                indptr[n - 1],
-                h.nnz
-            )));
-        }
-        Ok(indptr)
+        let end = TileIndex::prefix_len(&head, size).map_err(|e| self.tile_err(t, e))?;
+        self.check_header_agrees(t, &TileHeader::parse(&head)?)?;
+        let mut prefix = vec![0u8; end as usize];
+        prefix[..HEADER_SIZE].copy_from_slice(&head);
+        read_at(&mut prefix[HEADER_SIZE..], HEADER_SIZE as u64)?;
+        TileIndex::parse(&prefix, size).map_err(|e| self.tile_err(t, e))
     }
 
     /// Positioned reads of tile `t`: of the file, or of the whole object (one GET, held
-    /// for the decode that follows) for a dataset on an object store.
+    /// for the decompression that follows) for a dataset on an object store.
     #[allow(clippy::type_complexity)]
     fn tile_reader(&self, t: u64) -> Result<Box<dyn Fn(&mut [u8], u64) -> Result<()> + '_>> {
         #[cfg(feature = "remote")]
@@ -612,9 +586,14 @@ impl Dataset {
         }))
     }
 
-    /// Fetches the tiles of `tiles` that a call will read, concurrently (object stores;
-    /// nothing for local datasets, whose reads are cheap to start).
-    fn prefetch_remote(&self, tiles: &[u64], needed: impl Fn(u64) -> bool) -> Result<()> {
+    /// For a dataset on an object store, fetches the tiles of `tiles` for which `needed`
+    /// holds, `max_concurrency` requests in flight, so that the reads of one call overlap
+    /// (local datasets: nothing to do).
+    pub(crate) fn prefetch_remote(
+        &self,
+        tiles: &[u64],
+        needed: impl Fn(u64) -> bool,
+    ) -> Result<()> {
         #[cfg(feature = "remote")]
         if let Some(r) = &self.remote {
             let want: Vec<u64> = tiles.iter().copied().filter(|&t| needed(t)).collect();
@@ -625,7 +604,9 @@ impl Dataset {
     }
 
     /// Decodes tile `t` into caller buffers: `indptr` (n_cells + 1, local to the tile),
-    /// `indices` and `values` (at least the tile's nnz each). Returns nnz.
+    /// `indices` and `values` (at least the tile's nnz each). Returns nnz. The tile is read
+    /// and decoded whole, with every check; the decoded-data cache is neither used nor
+    /// filled (a sequential scan should not evict what random access is reusing).
     ///
     /// Errors: `OutOfRange` (tile), `BufferTooSmall { needed: nnz }`, `InvalidArgument`
     /// (indptr too short), and any error of reading/validating/decoding the tile (its header
@@ -652,151 +633,15 @@ impl Dataset {
                 cells + 1
             )));
         }
-        if let Some(d) = self.cached(t) {
-            indptr[..d.indptr.len()].copy_from_slice(&d.indptr);
-            let n = d.indices.len();
-            indices[..n].copy_from_slice(&d.indices);
-            copy_values(values, 0, &d.values);
-            return Ok(n as u64);
-        }
-        // Not cached: decode straight into the caller's buffers (a sequential scan should
-        // not pay for a copy, nor evict the tiles a random-access workload is reusing).
-        let blob = self.read_blob(t)?;
-        let verify = self.verify_crc.load(Ordering::Relaxed);
-        let parsed = Tile::parse(&blob, verify).map_err(|e| self.tile_err(t, e))?;
-        self.check_header_agrees(t, &parsed.header)?;
-        tile::decode_parsed(&parsed, self.resolved_threads(), indptr, indices, values)
-            .map_err(|e| self.tile_err(t, e))
-    }
-
-    /// Locates every requested cell and sizes the result (reads tile headers and indptrs
-    /// only). Errors: `OutOfRange` naming the first bad cell.
-    pub fn plan_gather(&self, cells: &[u64]) -> Result<GatherPlan> {
-        let n_cells = self.manifest.n_cells;
-        let mut slot_of: HashMap<u64, usize> = HashMap::new();
-        let mut tiles = Vec::new();
-        let mut row_tile = Vec::with_capacity(cells.len());
-        let mut row_local = Vec::with_capacity(cells.len());
-        for (i, &c) in cells.iter().enumerate() {
-            if c >= n_cells {
-                return Err(Error::new(
-                    ErrorKind::OutOfRange,
-                    format!(
-                        "cells[{i}] = {c} is out of range: the dataset has n_cells = {n_cells}"
-                    ),
-                ));
-            }
-            let t = (self.starts.partition_point(|&s| s <= c) - 1) as u64;
-            let slot = *slot_of.entry(t).or_insert_with(|| {
-                tiles.push(t);
-                tiles.len() - 1
-            });
-            row_tile.push(slot);
-            row_local.push(c - self.starts[t as usize]);
-        }
-        self.prefetch_remote(&tiles, |t| !self.knows_indptr(t))?;
-        let threads = self.resolved_threads().min(tiles.len().max(1));
-        let indptrs = pool::map(threads, tiles.clone(), |t| self.tile_indptr(t))?;
-        let mut offsets = Vec::with_capacity(cells.len() + 1);
-        let mut acc = 0i64;
-        offsets.push(0);
-        for (&slot, &local) in row_tile.iter().zip(&row_local) {
-            let p = &indptrs[slot];
-            acc += p[local as usize + 1] - p[local as usize];
-            offsets.push(acc);
-        }
-        Ok(GatherPlan {
-            tiles,
-            row_tile,
-            row_local,
-            offsets,
-        })
-    }
-
-    /// Nonzeros of the given cells (repeats count again), from headers and indptrs only.
-    pub fn batch_nnz(&self, cells: &[u64]) -> Result<u64> {
-        Ok(self.plan_gather(cells)?.nnz())
-    }
-
-    /// Gathers rows `cells` (any order, repeats allowed) into CSR: `indptr` (n + 1),
-    /// `indices` and `values` (at least the result's nnz each). Returns nnz.
-    pub fn gather(
-        &self,
-        cells: &[u64],
-        indptr: &mut [i64],
-        indices: &mut [i32],
-        values: ValuesOut<'_>,
-    ) -> Result<u64> {
-        let plan = self.plan_gather(cells)?;
-        self.gather_planned(&plan, indptr, indices, values)
-    }
-
-    /// Executes a plan of `plan_gather`. Needed tiles are decoded a few at a time (as many
-    /// as there are threads), in parallel, so memory stays bounded whatever the request.
-    pub fn gather_planned(
-        &self,
-        plan: &GatherPlan,
-        indptr: &mut [i64],
-        indices: &mut [i32],
-        mut values: ValuesOut<'_>,
-    ) -> Result<u64> {
-        let nnz = plan.nnz();
-        let have = indices.len().min(values.len()) as u64;
-        if have < nnz {
-            return Err(Error::new(
-                ErrorKind::BufferTooSmall { needed: nnz },
-                format!(
-                    "output holds {have} nonzeros, the {} requested cells have {nnz}",
-                    plan.n_rows()
-                ),
-            ));
-        }
-        if indptr.len() < plan.n_rows() + 1 {
-            return Err(Error::invalid_argument(format!(
-                "indptr holds {} entries, {} cells need n + 1 = {}",
-                indptr.len(),
-                plan.n_rows(),
-                plan.n_rows() + 1
-            )));
-        }
-        indptr[..plan.offsets.len()].copy_from_slice(&plan.offsets);
-        self.prefetch_remote(&plan.tiles, |t| {
-            !self.lock_cache().iter().any(|(k, _)| *k == t)
-        })?;
-
-        // Rows of each needed tile.
-        let mut rows_of: Vec<Vec<usize>> = vec![Vec::new(); plan.tiles.len()];
-        for (i, &slot) in plan.row_tile.iter().enumerate() {
-            rows_of[slot].push(i);
-        }
-        let threads = self.resolved_threads();
-        let group = threads.max(1);
-        for first in (0..plan.tiles.len()).step_by(group) {
-            let last = (first + group).min(plan.tiles.len());
-            let decoded = self.decoded_tiles(&plan.tiles[first..last], threads)?;
-            for (k, d) in decoded.iter().enumerate() {
-                let slot = first + k;
-                let t = plan.tiles[slot];
-                for &i in &rows_of[slot] {
-                    let local = plan.row_local[i] as usize;
-                    let (a, b) = (d.indptr[local] as usize, d.indptr[local + 1] as usize);
-                    let (o, e) = (plan.offsets[i] as usize, plan.offsets[i + 1] as usize);
-                    if b - a != e - o {
-                        return Err(self.tile_err(
-                            t,
-                            Error::format(format!(
-                                "cell {local} has {} nonzeros, its indptr read earlier said {} (the tile changed while being read)",
-                                b - a,
-                                e - o
-                            )),
-                        ));
-                    }
-                    indices[o..e].copy_from_slice(&d.indices[a..b]);
-                    copy_values_at(&mut values, o, &d.values[a..b]);
-                }
-            }
-        }
-        Ok(nnz)
+        let loaded = self.load_tile(t)?;
+        tile::decode_parsed(
+            &loaded.view(),
+            self.resolved_threads(),
+            indptr,
+            indices,
+            values,
+        )
+        .map_err(|e| self.tile_err(t, e))
     }
 
     /// `gene_order.npy`: output column j was input column order[j]. `NotFound` when the
@@ -992,34 +837,5 @@ impl Dataset {
     /// Where the dataset's bytes are (a directory or an object-store prefix).
     pub fn store(&self) -> &Root {
         &self.store
-    }
-}
-
-/// A zeroed buffer for decoding tile `t`; running out of memory is an error, not an abort
-/// (a tile's header may claim far more nonzeros than the machine holds).
-fn zeroed<T: Copy + Default>(n: usize, t: u64) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| {
-        Error::limit(format!(
-            "tile {t}: cannot allocate {n} elements to decode it (out of memory)"
-        ))
-    })?;
-    v.resize(n, T::default());
-    Ok(v)
-}
-
-fn copy_values(values: ValuesOut<'_>, at: usize, src: &[i32]) {
-    let mut values = values;
-    copy_values_at(&mut values, at, src);
-}
-
-fn copy_values_at(values: &mut ValuesOut<'_>, at: usize, src: &[i32]) {
-    match values {
-        ValuesOut::I32(v) => v[at..at + src.len()].copy_from_slice(src),
-        ValuesOut::F32(v) => {
-            for (o, &s) in v[at..at + src.len()].iter_mut().zip(src) {
-                *o = s as f32;
-            }
-        }
     }
 }

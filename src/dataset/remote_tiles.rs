@@ -18,7 +18,7 @@ use crate::storage::remote::ObjectRoot;
 use super::paths;
 
 /// Fetched, not yet decoded tiles held at most (bytes).
-pub const HELD_BYTES: usize = 1 << 30;
+pub const HELD_BYTES: usize = 256 << 20;
 
 #[derive(Default)]
 struct Held {

@@ -1,7 +1,7 @@
 //! §3 of the C API: reading datasets.
 
 use std::ffi::{c_char, c_void, CString};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 
@@ -23,7 +23,8 @@ castable!(dc_dataset => DatasetHandle);
 
 /// What a `dc_dataset` owns.
 pub(crate) struct DatasetHandle {
-    dataset: Dataset,
+    /// Shared with the batch iterators made from the handle (they may outlive it).
+    pub(super) dataset: Arc<Dataset>,
     /// Gene names as C strings, built on first use and owned by the handle.
     names: OnceLock<std::result::Result<Vec<CString>, Error>>,
 }
@@ -50,10 +51,23 @@ pub struct dc_dataset_info {
 pub type dc_dataset_param = i32;
 /// Decode threads per call (0 = `DELTACELLS_NUM_THREADS`, else all cores). Default 0.
 pub const DC_DATASET_THREADS: dc_dataset_param = 0;
-/// Decoded tiles kept in memory between calls (0 disables the cache). Default 2.
+/// Since contract 1.1 a shorthand for `DC_DATASET_CACHE_BYTES`: sets the budget to
+/// `value` times the decoded size of this dataset's largest tile (4 bytes per nonzero plus
+/// 12 per cell, plus 4 KiB), so that about `value` whole tiles' chunks fit. 0 disables the
+/// cache. Whichever of the two was set last is in effect.
 pub const DC_DATASET_TILE_CACHE: dc_dataset_param = 1;
-/// 1 (default): check each tile's CRC-32 before decoding it; 0: skip the check.
+/// 1 (default): check each tile's CRC-32 when it is read, before anything in it is
+/// decompressed; 0: skip the check. Chunks served from the cache were checked when their
+/// tile was read; sizing (`dc_dataset_batch_nnz`) reads only header, chunk table and indptr,
+/// checked structurally.
 pub const DC_DATASET_VERIFY_CRC: dc_dataset_param = 2;
+/// Budget in bytes of the decoded-data cache, shared by every thread using the handle and
+/// by its batch iterators (default 268435456 = 256 MiB; 0 disables it). The cache keeps
+/// decompressed chunks (4 bytes per nonzero, 4 per cell, plus exceptions) and tile indexes
+/// (header, chunk table, indptr: 8 bytes per cell), least recently used evicted first;
+/// what a batch iterator has read ahead stays until its batch is handed out. Shrinking
+/// evicts at once.
+pub const DC_DATASET_CACHE_BYTES: dc_dataset_param = 3;
 
 fn buffer_too_small(needed: u64, message: String) -> Error {
     Error::new(ErrorKind::BufferTooSmall { needed }, message)
@@ -111,7 +125,7 @@ pub unsafe extern "C" fn dc_dataset_open_opts(
         // SAFETY: caller guarantees n_options strings at options.
         let options = unsafe { strs_in(options, n_options, "options")? };
         Ok(DatasetHandle {
-            dataset: Dataset::open_url(path, &options)?,
+            dataset: Arc::new(Dataset::open_url(path, &options)?),
             names: OnceLock::new(),
         })
     })
@@ -129,7 +143,8 @@ pub unsafe extern "C" fn dc_dataset_free(ds: *mut dc_dataset) {
 }
 
 /// Sets a parameter of the handle: `DC_DATASET_THREADS` (>= 0), `DC_DATASET_TILE_CACHE`
-/// (>= 0 tiles; shrinking evicts at once), `DC_DATASET_VERIFY_CRC` (0 or 1). Safe to call
+/// (>= 0 tiles; shrinking evicts at once), `DC_DATASET_VERIFY_CRC` (0 or 1),
+/// `DC_DATASET_CACHE_BYTES` (>= 0 bytes); `dc_dataset_param_bounds` gives each range. Safe to call
 /// while other threads use the handle; calls already running keep their settings.
 ///
 /// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, unknown parameter, value out of range).
@@ -151,6 +166,7 @@ fn reader_param(p: dc_dataset_param) -> Result<ReaderParam> {
         DC_DATASET_THREADS => Ok(ReaderParam::Threads),
         DC_DATASET_TILE_CACHE => Ok(ReaderParam::TileCache),
         DC_DATASET_VERIFY_CRC => Ok(ReaderParam::VerifyCrc),
+        DC_DATASET_CACHE_BYTES => Ok(ReaderParam::CacheBytes),
         _ => Err(Error::invalid_argument(format!(
             "unknown dc_dataset_param {p}"
         ))),
@@ -319,8 +335,10 @@ pub unsafe extern "C" fn dc_dataset_batch_nnz(
 /// Gathers the cells `cells[0..n]` (any order, repeats allowed, across tiles) into CSR: row
 /// i of the result is cell `cells[i]`. Outputs: `indptr[n + 1]` (starting at 0),
 /// `indices[capacity]`, `values[capacity]` of type `dtype`; on success `*nnz_out` is the
-/// result's nnz. The needed tiles are read and decoded in parallel (`DC_DATASET_THREADS`)
-/// and kept in the handle's tile cache.
+/// result's nnz. Only the chunks holding requested cells are decompressed (or taken from
+/// the handle's decoded-data cache, `DC_DATASET_CACHE_BYTES`), each tile read at most once
+/// per call, in parallel (`DC_DATASET_THREADS`); every cell is written straight into its
+/// rows of the outputs. The cells returned are checked against every rule of the format.
 ///
 /// Size query: if `capacity` is below the result's nnz, returns `DC_ERR_BUFFER_TOO_SMALL`
 /// with `*nnz_out` = the needed nnz, having decoded nothing (`indptr`, `indices`, `values`

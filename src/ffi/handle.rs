@@ -22,7 +22,8 @@
 //! castable!(dc_batches => BatchIter);
 //! ```
 //!
-//! and the exported functions use [`new_handle`] (create / open), [`with_ref`] (shared
+//! and the exported functions use [`new_handle`] (create / open; [`into_handle`] when the
+//! new handle is made inside a call on another one), [`with_ref`] (shared
 //! access; reader handles that several threads may use at once), [`with_mut`] (exclusive
 //! access; writers and iterators) and [`free_handle`] (`*_free`).
 //!
@@ -73,16 +74,23 @@ pub(crate) fn new_handle<C: Castable>(
         if out.is_null() {
             return Err(null_arg("out"));
         }
-        let value = make()?;
-        let handle = Box::into_raw(Box::new(Handle {
-            value,
-            poisoned: AtomicBool::new(false),
-        }));
+        let handle = into_handle::<C>(make()?);
         // SAFETY: checked non-NULL; the caller of the exported function guarantees that
         // `out` is writable.
-        unsafe { out.write(handle.cast::<C>()) };
+        unsafe { out.write(handle) };
         Ok(())
     })
+}
+
+/// Boxes `value` as a new handle of type `C` and returns the pointer to hand to C. For a
+/// handle made inside a call on another handle (an iterator made from a dataset, within
+/// `with_ref`), whose out-parameter the caller writes with `Out::set` as its last step.
+pub(crate) fn into_handle<C: Castable>(value: C::RustType) -> *mut C {
+    Box::into_raw(Box::new(Handle {
+        value,
+        poisoned: AtomicBool::new(false),
+    }))
+    .cast::<C>()
 }
 
 /// The handle behind `ptr`, or the error for a NULL or poisoned one.

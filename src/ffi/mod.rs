@@ -15,6 +15,7 @@
 
 mod args;
 mod arrow;
+mod batches;
 mod chromdata;
 mod chromdata_writer;
 mod dataset;
@@ -24,6 +25,7 @@ mod tile;
 mod version;
 mod writer;
 
+pub use batches::*;
 pub use chromdata::*;
 pub use chromdata_writer::*;
 pub use dataset::*;

@@ -5,7 +5,7 @@ use zstd::zstd_safe::DCtx;
 
 use crate::error::{Error, Result};
 
-use super::header::{read_u32, ChunkEntry, ESCAPE, MAX_COUNT};
+use super::header::{read_u32, ChunkEntry, StreamRef, ESCAPE, MAX_COUNT};
 use super::inspect::{StreamKind, Tile};
 use super::values::ValuesOut;
 
@@ -15,7 +15,25 @@ pub struct Exceptions<'a> {
     pub k: usize,
 }
 
-impl Exceptions<'_> {
+impl<'a> Exceptions<'a> {
+    /// A view of `k` exceptions in `bytes` (k positions, then k payloads).
+    pub fn new(bytes: &'a [u8], k: usize) -> Exceptions<'a> {
+        assert!(bytes.len() >= 8 * k);
+        Exceptions { bytes, k }
+    }
+    /// The first exception whose position is `>= p` (positions are increasing), or `k`.
+    pub fn first_at_or_after(&self, p: usize) -> usize {
+        let (mut lo, mut hi) = (0, self.k);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.position(mid) < p {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
     #[inline]
     pub fn position(&self, i: usize) -> usize {
         read_u32(self.bytes, 4 * i) as usize
@@ -67,11 +85,26 @@ pub fn read_exceptions<'b>(
             )))
         }
     }
-    let exc = Exceptions {
-        bytes: &buf[..],
-        k: expected / 8,
+    let exc = Exceptions::new(&buf[..], expected / 8);
+    check_positions(c, kind, s, &exc, e.nnz() as usize)?;
+    Ok(exc)
+}
+
+/// Exception positions must strictly increase and stay below the chunk's `n` nonzeros.
+pub fn check_positions(
+    c: usize,
+    kind: StreamKind,
+    s: StreamRef,
+    exc: &Exceptions<'_>,
+    n: usize,
+) -> Result<()> {
+    let fail = |rule: String| {
+        Error::format(format!(
+            "chunk {c}: {} frame at byte {}: {rule}",
+            kind.name(),
+            s.off
+        ))
     };
-    let n = e.nnz() as usize;
     let mut prev: Option<usize> = None;
     for i in 0..exc.k {
         let p = exc.position(i);
@@ -88,7 +121,23 @@ pub fn read_exceptions<'b>(
         }
         prev = Some(p);
     }
-    Ok(exc)
+    Ok(())
+}
+
+/// What is wrong with a value exception's payload (the true count), if anything.
+pub fn value_payload_rule(v: u32) -> Option<String> {
+    (!(ESCAPE as u32 + 1..=MAX_COUNT).contains(&v))
+        .then(|| format!("count {v} is not in 65536 ..= 2^31-1"))
+}
+
+/// What is wrong with a gap exception's payload (true gap - 65535), if anything.
+pub fn gap_payload_rule(extra: u32, n_genes: u64) -> Option<String> {
+    (extra == 0 || extra as u64 >= n_genes).then(|| {
+        format!(
+            "gap excess {extra} is not in 1 ..= n_genes - 1 = {}",
+            n_genes - 1
+        )
+    })
 }
 
 /// Replaces the stored 65535 at each position by the true count (65536 ..= 2^31 - 1).
@@ -106,8 +155,8 @@ pub fn apply_value_exceptions(
                 e.vexc.off
             ))
         };
-        if !(ESCAPE as u32 + 1..=MAX_COUNT).contains(&v) {
-            return Err(fail(&format!("count {v} is not in 65536 ..= 2^31-1")));
+        if let Some(rule) = value_payload_rule(v) {
+            return Err(fail(&rule));
         }
         let stored_escape = match values {
             ValuesOut::I32(out) => out[p] == ESCAPE as i32,
@@ -147,11 +196,8 @@ pub fn apply_gap_exceptions(
                 e.gexc.off
             ))
         };
-        if extra == 0 || extra as u64 >= n_genes {
-            return Err(fail(format!(
-                "gap excess {extra} is not in 1 ..= n_genes - 1 = {}",
-                n_genes - 1
-            )));
+        if let Some(rule) = gap_payload_rule(extra, n_genes) {
+            return Err(fail(rule));
         }
         if gaps_lo[p] != 0xff || gaps_hi[p] != 0xff {
             return Err(fail("the stored gap there is not 65535".into()));

@@ -2,6 +2,7 @@
 //! cells of a count matrix in CSR form, delta-coded, byte-planed, zstd-compressed, in
 //! independent chunks. See `docs/format.md`.
 
+mod chunk;
 mod decode;
 mod encode;
 mod exceptions;
@@ -10,6 +11,7 @@ mod inspect;
 mod kernels;
 mod values;
 
+pub use chunk::ChunkData;
 pub use decode::{decode_parsed, decode_tile, DecodeOptions};
 pub use encode::{
     encode_tile, exception_limit, CsrRef, EncodeOptions, DEFAULT_CHUNKS, DEFAULT_ZSTD_LEVEL,
@@ -18,5 +20,6 @@ pub use header::{
     ChunkEntry, StreamRef, TileHeader, CHUNK_ENTRY_SIZE, ESCAPE, FORMAT_VERSION, HEADER_SIZE,
     MAGIC, MAX_COUNT, MAX_GENES,
 };
-pub use inspect::{inspect, StreamKind, Tile, TileInfo};
+pub use inspect::{inspect, StreamKind, Tile, TileIndex, TileInfo};
+pub use kernels::{active_path, force_path, KernelPath};
 pub use values::ValuesOut;

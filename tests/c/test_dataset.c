@@ -719,7 +719,7 @@ static void test_bad_parameters(void)
   g_context = "bad reader parameters";
   dc_dataset *ds = NULL;
   EXPECT_OK(dc_dataset_open(g_main, &ds));
-  EXPECT_ERR(dc_dataset_set(ds, 3, 0), DC_ERR_INVALID_ARGUMENT, NULL);
+  EXPECT_ERR(dc_dataset_set(ds, 4, 0), DC_ERR_INVALID_ARGUMENT, NULL); /* 3 is DC_DATASET_CACHE_BYTES */
   EXPECT_ERR(dc_dataset_set(ds, -1, 0), DC_ERR_INVALID_ARGUMENT, NULL);
   EXPECT_ERR(dc_dataset_set(ds, INT32_MAX, 0), DC_ERR_INVALID_ARGUMENT, NULL);
   EXPECT_ERR(dc_dataset_set(ds, DC_DATASET_THREADS, -1), DC_ERR_INVALID_ARGUMENT, NULL);
@@ -855,7 +855,8 @@ static void test_parameter_bounds(void)
   g_context = "reader parameter bounds";
   dc_dataset *ds = NULL;
   EXPECT_OK(dc_dataset_open(g_main, &ds));
-  const dc_dataset_param rp[] = {DC_DATASET_THREADS, DC_DATASET_TILE_CACHE, DC_DATASET_VERIFY_CRC};
+  const dc_dataset_param rp[] = {DC_DATASET_THREADS, DC_DATASET_TILE_CACHE, DC_DATASET_VERIFY_CRC,
+                                 DC_DATASET_CACHE_BYTES};
   for (size_t i = 0; i < sizeof rp / sizeof rp[0]; i++) {
     int64_t lo = 7, hi = -7;
     EXPECT_OK(dc_dataset_param_bounds(rp[i], &lo, &hi));
@@ -873,7 +874,7 @@ static void test_parameter_bounds(void)
   EXPECT_OK(dc_dataset_set(ds, DC_DATASET_TILE_CACHE, 2));
   dc_dataset_free(ds);
   lo = 5, hi = 6;
-  EXPECT_ERR(dc_dataset_param_bounds(3, &lo, &hi), DC_ERR_INVALID_ARGUMENT, "3");
+  EXPECT_ERR(dc_dataset_param_bounds(4, &lo, &hi), DC_ERR_INVALID_ARGUMENT, "4");
   EXPECT_ERR(dc_dataset_param_bounds(DC_DATASET_THREADS, NULL, &hi), DC_ERR_INVALID_ARGUMENT, "min");
   EXPECT_ERR(dc_dataset_param_bounds(DC_DATASET_THREADS, &lo, NULL), DC_ERR_INVALID_ARGUMENT, "max");
   CHECK(lo == 5 && hi == 6); /* out-parameters are written only on DC_OK */

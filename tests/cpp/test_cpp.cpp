@@ -317,6 +317,33 @@ static void test_dataset(const std::string &dir) {
   EXPECT_ERROR(DC_ERR_NOT_FOUND, ds.var_table());
   EXPECT_ERROR(DC_ERR_NOT_FOUND, ds.obs({"no_such_column"}));
 
+  // Batches: range-for over a shuffled epoch gives every cell once, as gathers do.
+  ds.set(DC_DATASET_CACHE_BYTES, 1 << 20);
+  std::vector<uint64_t> epoch = ds.shuffled_order(42, 2);
+  CHECK(epoch == ds.shuffled_order(42, 2) && epoch.size() == 7);
+  {
+    dc::Batches<int32_t> batches = ds.batches(epoch, 3);
+    size_t row = 0, n_batches = 0;
+    for (const dc::Csr &batch : batches) {
+      CHECK(batch.n_rows() == (n_batches < 2 ? 3u : 1u));
+      for (size_t i = 0; i < batch.n_rows(); i++, row++) {
+        std::map<int32_t, int32_t> got;
+        for (int64_t k = batch.indptr[i]; k < batch.indptr[i + 1]; k++) got[batch.indices[k]] = batch.values[k];
+        CHECK(got == expect[epoch[row]]);
+      }
+      n_batches++;
+    }
+    CHECK(row == 7 && n_batches == 3);
+    CHECK(batches.peek().first == 0);
+  }
+  {
+    dc::Batches<float> fb(ds, cells, 2, 1);
+    dc::CsrF32 first;
+    CHECK(fb.next(first) && first.n_rows() == 2);
+  } // freed in the middle
+  EXPECT_ERROR(DC_ERR_INVALID_ARGUMENT, ds.batches(cells, 0));
+  EXPECT_ERROR(DC_ERR_OUT_OF_RANGE, ds.batches(std::vector<uint64_t>{1, 7}, 1));
+
   // obs: one batch per tile, all rows; the stream outlives the handle.
   dc::ArrowStream obs = ds.obs();
   dc::ArrowStream label = ds.obs({"label"});

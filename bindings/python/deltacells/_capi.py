@@ -29,6 +29,7 @@ DC_CDW_THREADS = 4
 DC_DATASET_THREADS = 0
 DC_DATASET_TILE_CACHE = 1
 DC_DATASET_VERIFY_CRC = 2
+DC_DATASET_CACHE_BYTES = 3
 DC_OK = 0
 DC_ERR_INVALID_ARGUMENT = 1
 DC_ERR_IO = 2
@@ -53,7 +54,7 @@ DC_WRITER_OBS_TILES_PER_FILE = 5
 DC_WRITER_OBS_MAX_CATEGORIES = 6
 
 # ---- opaque handles (passed as c_void_p)
-OPAQUE_HANDLES = ("dc_chromdata", "dc_chromdata_writer", "dc_dataset", "dc_writer", )
+OPAQUE_HANDLES = ("dc_batches", "dc_chromdata", "dc_chromdata_writer", "dc_dataset", "dc_writer", )
 
 # ---- structs (C layout)
 class ArrowSchema(_C.Structure):
@@ -150,6 +151,16 @@ def _fn(name, restype, argtypes):
     f.argtypes = argtypes
     return f
 
+# dc_status dc_dataset_batches(struct dc_dataset * ds, const uint64_t * cells, size_t n, size_t batch_size, uint32_t read_ahead, struct dc_batches * * out)
+dc_dataset_batches = _fn("dc_dataset_batches", _C.c_int32, [_C.c_void_p, _C.c_void_p, _C.c_size_t, _C.c_size_t, _C.c_uint32, _C.c_void_p])
+# dc_status dc_batches_peek(struct dc_batches * b, uint64_t * n_rows, uint64_t * nnz)
+dc_batches_peek = _fn("dc_batches_peek", _C.c_int32, [_C.c_void_p, _C.c_void_p, _C.c_void_p])
+# dc_status dc_batches_next(struct dc_batches * b, dc_dtype dtype, int64_t * indptr, int32_t * indices, void * values, uint64_t capacity, uint64_t * n_rows_out, uint64_t * nnz_out)
+dc_batches_next = _fn("dc_batches_next", _C.c_int32, [_C.c_void_p, _C.c_int32, _C.c_void_p, _C.c_void_p, _C.c_void_p, _C.c_uint64, _C.c_void_p, _C.c_void_p])
+# void dc_batches_free(struct dc_batches * b)
+dc_batches_free = _fn("dc_batches_free", None, [_C.c_void_p])
+# dc_status dc_dataset_shuffled_order(const struct dc_dataset * ds, uint64_t seed, uint32_t window_tiles, uint64_t * out, size_t len)
+dc_dataset_shuffled_order = _fn("dc_dataset_shuffled_order", _C.c_int32, [_C.c_void_p, _C.c_uint64, _C.c_uint32, _C.c_void_p, _C.c_size_t])
 # dc_status dc_chromdata_open(const char * path, struct dc_chromdata * * out)
 dc_chromdata_open = _fn("dc_chromdata_open", _C.c_int32, [_C.c_char_p, _C.c_void_p])
 # void dc_chromdata_free(struct dc_chromdata * cd)
@@ -198,8 +209,6 @@ dc_chromdata_writer_finish = _fn("dc_chromdata_writer_finish", _C.c_int32, [_C.c
 dc_chromdata_writer_free = _fn("dc_chromdata_writer_free", None, [_C.c_void_p])
 # dc_status dc_dataset_open(const char * path, struct dc_dataset * * out)
 dc_dataset_open = _fn("dc_dataset_open", _C.c_int32, [_C.c_char_p, _C.c_void_p])
-# dc_status dc_dataset_open_opts(const char * path, const char * const * options, size_t n_options, struct dc_dataset * * out)
-dc_dataset_open_opts = _fn("dc_dataset_open_opts", _C.c_int32, [_C.c_char_p, _C.c_void_p, _C.c_size_t, _C.c_void_p])
 # void dc_dataset_free(struct dc_dataset * ds)
 dc_dataset_free = _fn("dc_dataset_free", None, [_C.c_void_p])
 # dc_status dc_dataset_set(struct dc_dataset * ds, dc_dataset_param p, int64_t value)
@@ -244,8 +253,6 @@ dc_version = _fn("dc_version", _C.c_char_p, [])
 dc_abi_version = _fn("dc_abi_version", _C.c_uint32, [])
 # dc_status dc_writer_create(const char * path, uint32_t n_genes, struct dc_writer * * out)
 dc_writer_create = _fn("dc_writer_create", _C.c_int32, [_C.c_char_p, _C.c_uint32, _C.c_void_p])
-# dc_status dc_writer_create_opts(const char * path, uint32_t n_genes, const char * const * options, size_t n_options, struct dc_writer * * out)
-dc_writer_create_opts = _fn("dc_writer_create_opts", _C.c_int32, [_C.c_char_p, _C.c_uint32, _C.c_void_p, _C.c_size_t, _C.c_void_p])
 # dc_status dc_writer_set(struct dc_writer * w, dc_writer_param p, int64_t value)
 dc_writer_set = _fn("dc_writer_set", _C.c_int32, [_C.c_void_p, _C.c_int32, _C.c_int64])
 # dc_status dc_writer_param_bounds(dc_writer_param p, int64_t * min, int64_t * max)
@@ -265,4 +272,4 @@ dc_writer_finish = _fn("dc_writer_finish", _C.c_int32, [_C.c_void_p])
 # void dc_writer_free(struct dc_writer * w)
 dc_writer_free = _fn("dc_writer_free", None, [_C.c_void_p])
 
-FUNCTIONS = ("dc_chromdata_open", "dc_chromdata_free", "dc_chromdata_info_get", "dc_chromdata_table", "dc_chromdata_keys", "dc_chromdata_categories", "dc_chromdata_get_trace", "dc_chromdata_get_cell", "dc_chromdata_get_chrom", "dc_chromdata_iter_traces", "dc_chromdata_iter_cells", "dc_chromdata_read_spots", "dc_chromdata_attrs", "dc_chromdata_array", "dc_chromdata_result_table", "dc_chromdata_writer_create", "dc_chromdata_writer_set", "dc_chromdata_writer_set_bins", "dc_chromdata_writer_append", "dc_chromdata_writer_set_bin_tracks", "dc_chromdata_writer_add_table", "dc_chromdata_writer_finish", "dc_chromdata_writer_free", "dc_dataset_open", "dc_dataset_open_opts", "dc_dataset_free", "dc_dataset_set", "dc_dataset_param_bounds", "dc_dataset_info_get", "dc_dataset_tile_bounds", "dc_dataset_read_tile", "dc_dataset_batch_nnz", "dc_dataset_gather", "dc_dataset_gene_order", "dc_dataset_var_name", "dc_dataset_var_table", "dc_dataset_obs", "dc_dataset_set_cache_dir", "dc_status_name", "dc_last_error", "dc_tile_inspect", "dc_tile_decode", "dc_tile_encode", "dc_bytes_free", "dc_version", "dc_abi_version", "dc_writer_create", "dc_writer_create_opts", "dc_writer_set", "dc_writer_param_bounds", "dc_writer_set_gene_order", "dc_writer_set_var_names", "dc_writer_append_csr", "dc_writer_append_obs", "dc_writer_set_var_table", "dc_writer_finish", "dc_writer_free", )
+FUNCTIONS = ("dc_dataset_batches", "dc_batches_peek", "dc_batches_next", "dc_batches_free", "dc_dataset_shuffled_order", "dc_chromdata_open", "dc_chromdata_free", "dc_chromdata_info_get", "dc_chromdata_table", "dc_chromdata_keys", "dc_chromdata_categories", "dc_chromdata_get_trace", "dc_chromdata_get_cell", "dc_chromdata_get_chrom", "dc_chromdata_iter_traces", "dc_chromdata_iter_cells", "dc_chromdata_read_spots", "dc_chromdata_attrs", "dc_chromdata_array", "dc_chromdata_result_table", "dc_chromdata_writer_create", "dc_chromdata_writer_set", "dc_chromdata_writer_set_bins", "dc_chromdata_writer_append", "dc_chromdata_writer_set_bin_tracks", "dc_chromdata_writer_add_table", "dc_chromdata_writer_finish", "dc_chromdata_writer_free", "dc_dataset_open", "dc_dataset_free", "dc_dataset_set", "dc_dataset_param_bounds", "dc_dataset_info_get", "dc_dataset_tile_bounds", "dc_dataset_read_tile", "dc_dataset_batch_nnz", "dc_dataset_gather", "dc_dataset_gene_order", "dc_dataset_var_name", "dc_dataset_var_table", "dc_dataset_obs", "dc_dataset_set_cache_dir", "dc_status_name", "dc_last_error", "dc_tile_inspect", "dc_tile_decode", "dc_tile_encode", "dc_bytes_free", "dc_version", "dc_abi_version", "dc_writer_create", "dc_writer_set", "dc_writer_param_bounds", "dc_writer_set_gene_order", "dc_writer_set_var_names", "dc_writer_append_csr", "dc_writer_append_obs", "dc_writer_set_var_table", "dc_writer_finish", "dc_writer_free", )

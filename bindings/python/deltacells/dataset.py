@@ -318,6 +318,22 @@ class Dataset(Handle):
             part = c[start:start + batch_size]
             yield part, self.gather(part, dtype=dtype, format=format)
 
+    def read_ahead_batches(self, cells: Cells, batch_size: int, *, read_ahead: int = 0,
+                           dtype: Any = np.int32, format: MatrixFormat = "csr_matrix") -> "Batches":
+        """The library's batch iterator (``dc_dataset_batches``): ``cells`` (any order,
+        repeats allowed) in batches of ``batch_size`` rows, the next ``read_ahead`` (0 = 2)
+        prepared on the dataset's pool while the caller works. Iterate it for the batches
+        (as ``gather`` returns them); it may outlive this dataset."""
+        return Batches(self, cells, batch_size, read_ahead, dtype, format)
+
+    def shuffled_order(self, seed: int, window_tiles: int = 1) -> np.ndarray:
+        """A block-shuffled permutation of all cells (``dc_dataset_shuffled_order``): tiles in
+        random order, cells shuffled within windows of ``window_tiles`` tiles; the same for a
+        seed on every platform."""
+        out = np.empty(max(self.n_cells, 1), dtype=np.uint64)
+        call(_capi.dc_dataset_shuffled_order, self._live(), seed, window_tiles, _ptr(out), self.n_cells)
+        return out[:self.n_cells]
+
     # ---- scale-out
     def partitions(self, n: int) -> list[range]:
         """At most ``n`` contiguous, tile-aligned cell ranges covering every cell, balanced by
@@ -334,6 +350,53 @@ class Dataset(Handle):
         edges = [0] + [int(c) for c in cuts if 0 < c < len(bounds)] + [len(bounds)]
         return [range(bounds[a].first_cell, bounds[b - 1].first_cell + bounds[b - 1].n_cells)
                 for a, b in zip(edges, edges[1:])]
+
+
+class Batches(Handle):
+    """Batches read ahead by the library (``dc_batches``); see ``Dataset.read_ahead_batches``.
+    A batch that fails to read raises its error and is consumed: iterating again goes on
+    with the next one. ``close()`` stops the read-ahead."""
+
+    _free = _capi.dc_batches_free
+
+    def __init__(self, ds: Dataset, cells: Cells, batch_size: int, read_ahead: int, dtype: Any,
+                 format: MatrixFormat) -> None:
+        self._dt, self._code = dtype_code(dtype)
+        self._format = format
+        self._n_genes = ds.n_genes
+        c = cells_array(cells)
+        h = ctypes.c_void_p()
+        call(_capi.dc_dataset_batches, ds._live(), _ptr(c), c.size, batch_size, read_ahead, ctypes.byref(h))
+        self._h = h
+
+    def peek(self) -> tuple[int, int]:
+        """(rows, nonzeros) of the next batch; rows is 0 at the end."""
+        rows, nnz = ctypes.c_uint64(), ctypes.c_uint64()
+        call(_capi.dc_batches_peek, self._live(), ctypes.byref(rows), ctypes.byref(nnz))
+        return rows.value, nnz.value
+
+    def __iter__(self) -> "Batches":
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            rows, need = self.peek()
+        except Exception:
+            # dc_batches_next hands out (consumes) the failed batch with the same error.
+            r, z = ctypes.c_uint64(), ctypes.c_uint64()
+            call(_capi.dc_batches_next, self._live(), self._code, None, None, None, 0,
+                 ctypes.byref(r), ctypes.byref(z))
+            raise
+        if rows == 0:
+            raise StopIteration
+        indptr = np.empty(rows + 1, dtype=np.int64)
+        indices = np.empty(max(need, 1), dtype=np.int32)
+        values = np.empty(max(need, 1), dtype=self._dt)
+        r, z = ctypes.c_uint64(), ctypes.c_uint64()
+        call(_capi.dc_batches_next, self._live(), self._code, _ptr(indptr), _ptr(indices), _ptr(values), need,
+             ctypes.byref(r), ctypes.byref(z))
+        n = z.value
+        return csr_result(indptr, indices[:n], values[:n], (r.value, self._n_genes), self._format)
 
 
 def _reopen(source: str, options: list[str], cache_dir: Optional[str], settings: dict[str, int]) -> Dataset:

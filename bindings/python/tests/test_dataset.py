@@ -41,6 +41,25 @@ def test_gather_any_cells_equals_scipy(mouse_dataset, mouse):
         assert ds.batch_nnz(cells) == want.nnz
 
 
+def test_read_ahead_batches_equal_gathers(mouse_dataset, mouse):
+    m, _ = mouse
+    ds = dc.Dataset(mouse_dataset)
+    ds.set(cache_bytes=64 << 20)
+    order = ds.shuffled_order(42, 2)
+    assert np.array_equal(np.sort(order), np.arange(m.shape[0]))
+    assert np.array_equal(order, ds.shuffled_order(42, 2))
+    cells = order[:2500]
+    batches = ds.read_ahead_batches(cells, 1000, read_ahead=3, dtype=np.float32)
+    assert batches.peek()[0] == 1000
+    got = list(batches)
+    assert [b.shape[0] for b in got] == [1000, 1000, 500]
+    assert (sp.vstack(got) != m[cells].astype(np.float32)).nnz == 0
+    assert batches.peek() == (0, 0)
+    batches.close()
+    with pytest.raises(dc.DeltaCellsError):
+        ds.read_ahead_batches([1, 10_000], 1)
+
+
 def test_gather_formats_and_dtypes(mouse_dataset, mouse):
     m, _ = mouse
     ds = dc.Dataset(mouse_dataset)

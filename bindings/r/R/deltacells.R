@@ -109,7 +109,7 @@
 }
 
 # Codes of the DC_DATASET_* / DC_WRITER_* / DC_CDW_* parameters (include/deltacells.h).
-.dataset_params <- c(threads = 0L, tile_cache = 1L, verify_crc = 2L)
+.dataset_params <- c(threads = 0L, tile_cache = 1L, verify_crc = 2L, cache_bytes = 3L)
 .cd_writer_params <- c(memory_budget = 0L, coord_float32 = 1L, layout = 2L, overwrite = 3L,
                        threads = 4L)
 .layouts <- c(flat = 0L, partitioned = 1L, primary_coords = 2L)
@@ -178,8 +178,16 @@ dc_open <- function(path) {
   structure(list(ptr = ptr, path = path, cache = cache), class = "deltacells_dataset")
 }
 
+# Releases a dataset, a store or an iterator at once (the garbage collector would later).
 dc_close <- function(x) {
-  .Call(dcr_close, x[["ptr"]])
+  if (inherits(x, c("deltacells_dataset", "deltacells_chromdata"))) {
+    .Call(dcr_close, x[["ptr"]])
+  } else if (inherits(x, c("deltacells_batches", "deltacells_cd_iter"))) {
+    if (!is.null(x$state$ptr)) .Call(dcr_close, x$state$ptr)
+    x$state$done <- TRUE
+  } else {
+    .dc_arg_stop("'x' must be a dataset (dc_open), a store (cd_open) or an iterator (dc_batches, cd_iter_traces, cd_iter_cells)")
+  }
   invisible(NULL)
 }
 
@@ -197,9 +205,10 @@ print.deltacells_dataset <- function(x, ...) {
   invisible(x)
 }
 
-dc_set <- function(ds, threads = NULL, tile_cache = NULL, verify_crc = NULL) {
+dc_set <- function(ds, threads = NULL, tile_cache = NULL, verify_crc = NULL, cache_bytes = NULL) {
   args <- list(threads = .check_count(threads, "threads", 0, 2^31 - 1),
                tile_cache = .check_count(tile_cache, "tile_cache", 0, 2^31 - 1),
+               cache_bytes = .check_count(cache_bytes, "cache_bytes", 0, 2^53),
                verify_crc = if (is.null(verify_crc)) NULL
                             else as.numeric(.check_flag(as.logical(verify_crc), "verify_crc")))
   for (p in names(args)) {
@@ -374,12 +383,15 @@ print.deltacells_batches <- function(x, ...) {
   invisible(x)
 }
 
-dc_has_next <- function(it) it$state$next_start <= length(it$state$cells)
+dc_has_next <- function(it) {
+  if (!inherits(it, "deltacells_batches")) .dc_arg_stop("'it' must come from dc_batches()")
+  !isTRUE(it$state$done) && it$state$next_start <= length(it$state$cells)
+}
 
 dc_next_batch <- function(it) {
   if (!inherits(it, "deltacells_batches")) .dc_arg_stop("'it' must come from dc_batches()")
   s <- it$state
-  if (s$next_start > length(s$cells)) return(NULL)
+  if (isTRUE(s$done) || s$next_start > length(s$cells)) return(NULL)
   end <- min(s$next_start + s$batch_size - 1, length(s$cells))
   m <- dc_read_cells(s$ds, s$cells[s$next_start:end], genes_by_cells = s$genes_by_cells)
   s$next_start <- end + 1
@@ -390,7 +402,8 @@ dc_next_batch <- function(it) {
 # list (like lapply).
 dc_for_each_batch <- function(ds, FUN, ..., cells = NULL, batch_size = 1024L,
                               genes_by_cells = TRUE) {
-  FUN <- match.fun(FUN)
+  FUN <- tryCatch(match.fun(FUN), error = function(e)
+    .dc_arg_stop("'FUN' must be a function (or the name of one)"))
   it <- dc_batches(ds, cells, batch_size, genes_by_cells)
   out <- vector("list", length(it))
   k <- 0L
@@ -399,6 +412,39 @@ dc_for_each_batch <- function(ds, FUN, ..., cells = NULL, batch_size = 1024L,
     out[[k]] <- FUN(m, ...)
   }
   out
+}
+
+# Batches read ahead by the library (C API section 3.1): the minimal layer over the .Call
+# wrappers, not exported (dc_batches above is the user's iterator). `cells` are 1-based.
+# .dc_batches_next returns a genes x rows dgCMatrix, NULL at the end; a batch that fails
+# raises its error and is consumed (the next call goes on with the following batch).
+.dc_batches <- function(ds, cells, batch_size, read_ahead = 0) {
+  info <- dc_info(ds)
+  cells <- .check_cells(cells, info$n_cells)
+  structure(list(ptr = .Call(dcr_batches, .ds_ptr(ds), as.numeric(cells), batch_size, read_ahead),
+                 n_genes = info$n_genes, genes = dc_genes(ds)),
+            class = "deltacells_native_batches")
+}
+
+.dc_batches_peek <- function(b) {
+  v <- .Call(dcr_batches_peek, b$ptr)
+  list(n_rows = v[[1]], nnz = v[[2]])
+}
+
+.dc_batches_next <- function(b) {
+  slots <- .Call(dcr_batches_next, b$ptr)
+  if (is.null(slots)) return(NULL)
+  new("dgCMatrix", i = slots$i, p = slots$p, x = slots$x,
+      Dim = c(as.integer(b$n_genes), length(slots$p) - 1L), Dimnames = list(b$genes, NULL))
+}
+
+.dc_batches_close <- function(b) {
+  .Call(dcr_close, b$ptr)
+  invisible(NULL)
+}
+
+.dc_shuffled_order <- function(ds, seed, window_tiles = 1) {
+  .Call(dcr_shuffled_order, .ds_ptr(ds), seed, window_tiles)
 }
 
 # ---------------------------------------------------------------------------------------

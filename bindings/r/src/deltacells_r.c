@@ -134,6 +134,12 @@ static int flag_arg(SEXP x, const char *what)
   return LOGICAL(x)[0];
 }
 
+static void batches_finalizer(SEXP p)
+{
+  dc_batches_free((dc_batches *)R_ExternalPtrAddr(p));
+  R_ClearExternalPtr(p);
+}
+
 static void *handle(SEXP p, const char *tag)
 {
   if (TYPEOF(p) != EXTPTRSXP || R_ExternalPtrTag(p) != Rf_install(tag))
@@ -247,6 +253,7 @@ static SEXP dcr_close(SEXP p)
     SEXP tag = R_ExternalPtrTag(p);
     if (tag == Rf_install("deltacells_dataset")) dataset_finalizer(p);
     else if (tag == Rf_install("deltacells_chromdata")) chromdata_finalizer(p);
+    else if (tag == Rf_install("deltacells_batches")) batches_finalizer(p);
     else if (tag == Rf_install("deltacells_stream")) arrow_holder_finalizer(p);
   }
   return R_NilValue;
@@ -371,6 +378,91 @@ static SEXP dcr_read_cells(SEXP p, SEXP cells)
   SET_VECTOR_ELT(out, 1, i);
   SET_VECTOR_ELT(out, 2, x);
   UNPROTECT(4);
+  return out;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Batches read ahead (C API section 3.1): the .Call layer; R iteration is built on it
+ * ------------------------------------------------------------------------------------- */
+
+/* dc_dataset_batches over 1-based cells -> an external pointer "deltacells_batches". */
+static SEXP dcr_batches(SEXP p, SEXP cells, SEXP batch_size, SEXP read_ahead)
+{
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  R_xlen_t n;
+  uint64_t *c = cells_arg(cells, &n);
+  int64_t bs = int64_arg(batch_size, "batch_size", 1, DCR_EXACT_DOUBLE);
+  int64_t ra = int64_arg(read_ahead, "read_ahead", 0, UINT32_MAX);
+  SEXP out = PROTECT(R_MakeExternalPtr(NULL, Rf_install("deltacells_batches"), R_NilValue));
+  R_RegisterCFinalizerEx(out, batches_finalizer, TRUE);
+  dc_batches *b = NULL;
+  DCR_CHECK(dc_dataset_batches(ds, c, (size_t)n, (size_t)bs, (uint32_t)ra, &b), "dc_dataset_batches");
+  R_SetExternalPtrAddr(out, b);
+  UNPROTECT(1);
+  return out;
+}
+
+/* dc_batches_peek -> c(rows, nnz) (doubles). */
+static SEXP dcr_batches_peek(SEXP bp)
+{
+  uint64_t rows = 0, nnz = 0;
+  DCR_CHECK(dc_batches_peek((dc_batches *)handle(bp, "deltacells_batches"), &rows, &nnz),
+            "dc_batches_peek");
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, 2));
+  REAL(out)[0] = (double)rows;
+  REAL(out)[1] = (double)nnz;
+  UNPROTECT(1);
+  return out;
+}
+
+/* dc_batches_next -> list(p, i, x) (CSR rows = the batch's cells, as dcr_read_cells), or
+ * NULL at the end. A batch that fails is consumed by the library; its error is raised. */
+static SEXP dcr_batches_next(SEXP bp)
+{
+  dc_batches *b = (dc_batches *)handle(bp, "deltacells_batches");
+  uint64_t rows = 0, nnz = 0, got_rows = 0, got = 0;
+  dc_status s = dc_batches_peek(b, &rows, &nnz);
+  if (s != DC_OK) {
+    SEXP msg = PROTECT(Rf_mkCharCE(dc_last_error(), CE_UTF8));
+    (void)dc_batches_next(b, DC_INT32, NULL, NULL, NULL, 0, &got_rows, &got); /* consumes it */
+    dcr_raise(s, "dc_batches_peek", msg);
+  }
+  if (rows == 0) return R_NilValue;
+  if (nnz > INT32_MAX) dcr_error("%.0f nonzeros are more than a dgCMatrix holds", (double)nnz);
+  int64_t *indptr = (int64_t *)R_alloc(rows + 1, sizeof *indptr);
+  SEXP i = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)nnz));
+  int32_t *vals = (int32_t *)R_alloc(nnz ? nnz : 1, sizeof *vals);
+  int32_t dummy = 0;
+  DCR_CHECK(dc_batches_next(b, DC_INT32, indptr, nnz ? INTEGER(i) : &dummy, vals, nnz, &got_rows, &got),
+            "dc_batches_next");
+  SEXP pp = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)got_rows + 1));
+  for (uint64_t k = 0; k <= got_rows; k++) INTEGER(pp)[k] = (int)indptr[k];
+  SEXP x = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)got));
+  for (uint64_t k = 0; k < got; k++) REAL(x)[k] = vals[k];
+  const char *names[] = {"p", "i", "x"};
+  SEXP out = PROTECT(named_list(3, names));
+  SET_VECTOR_ELT(out, 0, pp);
+  SET_VECTOR_ELT(out, 1, i);
+  SET_VECTOR_ELT(out, 2, x);
+  UNPROTECT(4);
+  return out;
+}
+
+/* dc_dataset_shuffled_order -> 1-based cells (doubles). R has no 64-bit integers: the seed
+ * is a whole number in 0..2^53. */
+static SEXP dcr_shuffled_order(SEXP p, SEXP seed, SEXP window_tiles)
+{
+  dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
+  uint64_t sd = (uint64_t)int64_arg(seed, "seed", 0, DCR_EXACT_DOUBLE);
+  uint32_t w = (uint32_t)int64_arg(window_tiles, "window_tiles", 0, UINT32_MAX);
+  dc_dataset_info info;
+  DCR_CHECK(dc_dataset_info_get(ds, &info), "dc_dataset_info_get");
+  if (info.n_cells > (uint64_t)R_XLEN_T_MAX) dcr_error("%.0f cells are more than an R vector holds", (double)info.n_cells);
+  uint64_t *order = (uint64_t *)R_alloc(info.n_cells ? info.n_cells : 1, sizeof *order);
+  DCR_CHECK(dc_dataset_shuffled_order(ds, sd, w, order, (size_t)info.n_cells), "dc_dataset_shuffled_order");
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)info.n_cells));
+  for (uint64_t k = 0; k < info.n_cells; k++) REAL(out)[k] = (double)order[k] + 1;
+  UNPROTECT(1);
   return out;
 }
 
@@ -681,10 +773,25 @@ static void read_stream(arrow_holder *h)
   }
 }
 
+/* Whether int32 column c of the batches read into h holds a valid -2^31: R's integers
+ * cannot (that bit pattern is NA_integer_), so such a column is read as double, exactly. */
+static int holds_int_min(const arrow_holder *h, int c)
+{
+  if (strcmp(h->schema.children[c]->format, "i") != 0) return 0;
+  for (size_t b = 0; b < h->n_batches; b++) {
+    const struct ArrowArray *a = h->batches[b].children[c];
+    const int32_t *d = (const int32_t *)a->buffers[1];
+    for (int64_t r = 0; r < a->length; r++)
+      if (d[a->offset + r] == INT32_MIN && is_valid(a, r)) return 1;
+  }
+  return 0;
+}
+
 /* The batches read into h as a named list of columns (attributes "n_rows", and "metadata"
  * when the schema has any): utf8 -> character, integers up to 32 bits -> integer, 64-bit
  * integers -> double (checked exact) or character (int64_mode 1), floats -> double, bool
- * -> logical, dictionary -> factor; nulls -> NA. */
+ * -> logical, dictionary -> factor; nulls -> NA. An int32 column holding -2^31 (R's
+ * NA_integer_) is read as double, so that no value turns into NA. */
 static SEXP batches_to_list(arrow_holder *h, int int64_mode)
 {
   const struct ArrowSchema *sc = &h->schema;
@@ -705,6 +812,7 @@ static SEXP batches_to_list(arrow_holder *h, int int64_mode)
     const char *err;
     enum col_kind k = kind_of(cs->format, &err);
     if (err) dcr_error("column '%s': Arrow type '%s' is not supported", name, err);
+    if (k == K_INT && holds_int_min(h, c)) k = K_DOUBLE; /* -2^31 is R's NA_integer_ */
     SEXP v = PROTECT(Rf_allocVector(sexptype(k, int64_mode), n_rows));
     R_xlen_t at = 0;
     for (size_t b = 0; b < h->n_batches; b++) {
@@ -1014,9 +1122,11 @@ static int utf8_array(struct ArrowArray *a, SEXP strs)
   return 1;
 }
 
-/* R checks of one data.frame column, before anything is allocated. */
-static void check_column(SEXP col, const char *name, R_xlen_t n_rows)
+/* R checks of one data.frame column, before anything is allocated: its type, then its
+ * length against *n_rows (set by the first column, when *n_rows < 0). */
+static void check_column(SEXP col, const char *name, R_xlen_t *n_rows)
 {
+  SEXP klass = Rf_getAttrib(col, R_ClassSymbol);
   if (Rf_isFactor(col)) {
     SEXP levels = Rf_getAttrib(col, R_LevelsSymbol);
     if (TYPEOF(levels) != STRSXP) dcr_error("column '%s': a factor without character levels", name);
@@ -1035,9 +1145,15 @@ static void check_column(SEXP col, const char *name, R_xlen_t n_rows)
              "integer or logical)", name, Rf_type2char(TYPEOF(col)));
   } else if (Rf_inherits(col, "integer64")) {
     dcr_error("column '%s': bit64::integer64 is not supported (convert it to double or character)", name);
+  } else if (klass != R_NilValue) {
+    /* Date, POSIXct, difftime, ...: written as their bare numbers they would come back as
+     * something else; the caller decides (as.numeric, as.character or format). */
+    dcr_error("column '%s': R class '%s' is not supported (convert it to numeric or character)",
+             name, TYPEOF(klass) == STRSXP && XLENGTH(klass) > 0 ? CHAR(STRING_ELT(klass, 0)) : "?");
   }
-  if (XLENGTH(col) != n_rows)
-    dcr_error("column '%s' has %ld rows, the first column %ld", name, (long)XLENGTH(col), (long)n_rows);
+  if (*n_rows < 0) *n_rows = XLENGTH(col);
+  if (XLENGTH(col) != *n_rows)
+    dcr_error("column '%s' has %ld rows, the first column %ld", name, (long)XLENGTH(col), (long)*n_rows);
 }
 
 /* Column `col` of the data frame as child array + schema (checked by check_column).
@@ -1122,9 +1238,10 @@ static void build_batch(batch_holder *b, SEXP df, const char *what)
     dcr_error("'%s' must have column names", what);
   for (int c = 0; c < n_cols; c++)
     if (STRING_ELT(names, c) == NA_STRING) dcr_error("'%s': column %d has no name (NA)", what, c + 1);
-  R_xlen_t n_rows = n_cols ? XLENGTH(VECTOR_ELT(df, 0)) : 0;
+  R_xlen_t n_rows = -1;
   for (int c = 0; c < n_cols; c++)
-    check_column(VECTOR_ELT(df, c), Rf_translateCharUTF8(STRING_ELT(names, c)), n_rows);
+    check_column(VECTOR_ELT(df, c), Rf_translateCharUTF8(STRING_ELT(names, c)), &n_rows);
+  if (n_rows < 0) n_rows = 0;
   int ok = init_schema(&b->schema, "+s", "");
   b->schema.flags = 0;
   array_priv *pv = init_array(&b->batch, n_rows, 1);
@@ -1380,6 +1497,10 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_genes", (DL_FUNC)&dcr_genes, 1},
     {"dcr_gene_order", (DL_FUNC)&dcr_gene_order, 1},
     {"dcr_read_cells", (DL_FUNC)&dcr_read_cells, 2},
+    {"dcr_batches", (DL_FUNC)&dcr_batches, 4},
+    {"dcr_batches_peek", (DL_FUNC)&dcr_batches_peek, 1},
+    {"dcr_batches_next", (DL_FUNC)&dcr_batches_next, 1},
+    {"dcr_shuffled_order", (DL_FUNC)&dcr_shuffled_order, 3},
     {"dcr_obs", (DL_FUNC)&dcr_obs, 3},
     {"dcr_var_table", (DL_FUNC)&dcr_var_table, 2},
     {"dcr_write", (DL_FUNC)&dcr_write, 9},

@@ -12,7 +12,7 @@ use arrow_array::{
 
 use super::plan::{Requests, Selection};
 use super::schema::{ColumnSource, FileSetId};
-use super::OpenStore;
+use super::store::OpenStore;
 use crate::chromdata::spec::DerivedKey;
 use crate::chromdata::values::{int_values, normalise_array};
 use crate::error::{Error, ErrorKind, Result};

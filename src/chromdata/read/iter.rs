@@ -7,7 +7,7 @@ use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
 
 use super::plan::Columns;
-use super::{ChromData, OpenStore};
+use super::store::{ChromData, OpenStore};
 use crate::error::{Error, ErrorKind, Result};
 
 /// What a batch of an iterator covers.

@@ -12,8 +12,8 @@ use arrow_schema::DataType;
 use super::files::{FileSet, RowSpace, SpotSets};
 use super::index::{self, Index, LayoutIndex, Partitions};
 use super::schema::output_columns;
+use super::store::{ChromData, OpenStore};
 use super::tables::{category_text, Loader, SmallTables};
-use super::OpenStore;
 use crate::chromdata::access::store::Store;
 use crate::chromdata::access::zarr::ArrayReader;
 use crate::chromdata::spec::{
@@ -21,8 +21,17 @@ use crate::chromdata::spec::{
 };
 use crate::error::{Error, ErrorKind, Result};
 
+impl ChromData {
+    /// Opens and validates a store: a `*.chromdata.zarr` directory or a `.cdz` file.
+    pub fn open(path: impl AsRef<Path>) -> Result<ChromData> {
+        Ok(ChromData {
+            inner: Arc::new(open(path.as_ref())?),
+        })
+    }
+}
+
 /// Opens and validates the store at `path`.
-pub(crate) fn open(path: &Path) -> Result<OpenStore> {
+fn open(path: &Path) -> Result<OpenStore> {
     let store = Arc::new(Store::open(path)?);
     let d = store.display.clone();
     let (root, tables) = read_metadata(&store)?;

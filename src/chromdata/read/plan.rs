@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow_schema::{Field, Schema, SchemaRef};
 
 use super::schema::{ColumnSource, FileSetId};
-use super::OpenStore;
+use super::store::OpenStore;
 use crate::chromdata::spec::Layout;
 use crate::error::{Error, ErrorKind, Result};
 

@@ -6,7 +6,7 @@ use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
 use arrow_schema::{DataType, SchemaRef};
 
 use super::plan::{Columns, Selection};
-use super::ChromData;
+use super::store::ChromData;
 use crate::error::{Error, ErrorKind, Result};
 
 /// A query whose Parquet reads [`ChromData::read_plan`] lists (benchmarks only).
@@ -238,5 +238,5 @@ fn show(id: &CatValue) -> String {
 fn _assert_send_sync() {
     fn is<T: Send + Sync>() {}
     is::<ChromData>();
-    is::<super::SpotBatches>();
+    is::<super::iter::SpotBatches>();
 }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use super::{lenient, Members};
+use super::json::{lenient, Members};
 use crate::error::{Error, Result};
 
 /// A group's `zarr.json`: `{"zarr_format": 3, "node_type": "group", "attributes": A}`.

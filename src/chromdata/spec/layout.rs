@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::unsupported_value;
+use super::json::unsupported_value;
 
 /// Spot-table layout (§2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -4,9 +4,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use super::groups::{check_group, GroupNode};
+use super::json::{from_json, lenient, unsupported_value, Members};
 use super::layout::{parse_version, Layout};
 use super::types::FloatType;
-use super::{from_json, lenient, unsupported_value, Members};
 use crate::error::{Error, Result};
 
 /// `attributes` of the root group.

@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::groups::{check_group, GroupNode};
+use super::json::{from_json, lenient, null_as_empty, null_or_value, Members};
 use super::layout::Layout;
 use super::names::{is_reserved_spot_column, AXES};
 use super::root::Root;
 use super::types::{CodeType, FloatType, ValueType};
-use super::{from_json, lenient, null_as_empty, null_or_value, Members};
 use crate::error::{Error, Result};
 
 /// `attributes` of the `tables` group.
@@ -508,7 +508,7 @@ struct DescError(String, bool);
 impl std::fmt::Display for DescError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.1 {
-            f.write_str(super::UNSUPPORTED_TAG)?;
+            f.write_str(super::json::UNSUPPORTED_TAG)?;
         }
         f.write_str(&self.0)
     }

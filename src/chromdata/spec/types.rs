@@ -4,7 +4,7 @@
 use arrow_schema::DataType;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::unsupported_value;
+use super::json::unsupported_value;
 
 /// Largest number of categories stored with int16 codes (§4.4).
 pub(crate) const INT16_CODES_MAX: usize = 32767;

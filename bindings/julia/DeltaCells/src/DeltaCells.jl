@@ -15,8 +15,8 @@ module DeltaCells
 
 using SparseArrays
 
-export DeltaCellsError, Dataset, Writer, ChromData, ChromDataWriter, ArrowStream,
-       info, gather, read_tile, var_names, gene_order, obs, var_table, write_dataset,
+export DeltaCellsError, Dataset, Batches, Writer, ChromData, ChromDataWriter, ArrowStream,
+       info, gather, read_tile, shuffled_order, peek_batch, var_names, gene_order, obs, var_table, write_dataset,
        tile_encode, tile_decode, tile_inspect, get_trace, get_cell, get_chrom, read_spots,
        table, abi_version, library_version, param_bounds
 
@@ -115,7 +115,7 @@ function info(ds::Dataset)
 end
 Base.size(ds::Dataset) = (i = info(ds); (Int(i.n_genes), Int(i.n_cells)))
 
-"Sets `L.DC_DATASET_THREADS`, `L.DC_DATASET_TILE_CACHE` or `L.DC_DATASET_VERIFY_CRC`."
+"Sets `L.DC_DATASET_THREADS`, `L.DC_DATASET_TILE_CACHE`, `L.DC_DATASET_VERIFY_CRC` or `L.DC_DATASET_CACHE_BYTES`."
 set!(ds::Dataset, param::Integer, value::Integer) = check(L.dc_dataset_set(handle(ds), param, value))
 "The values `set!(::Dataset, param, value)` accepts, as a range `min:max`."
 function param_bounds(::Type{Dataset}, param::Integer)
@@ -164,6 +164,77 @@ function read_tile(ds::Dataset, tile::Integer; T::Type = Int32)
     check(L.dc_dataset_read_tile(handle(ds), tile, dtype(T), indptr, indices, values, nnz[], got))
     resize!(indices, got[]); resize!(values, got[])
     return csc(info(ds).n_genes, indptr, indices, values)
+end
+
+"""
+    Batches(ds, cells; batch_size, read_ahead = 0, T = Int32)
+
+The cells (1-based; any order, repeats allowed) in batches of `batch_size` rows, the next
+`read_ahead` batches (0 = 2) prepared ahead on the dataset's pool. Iterate it: each element
+is a genes x rows `SparseMatrixCSC{T}`, as `gather` of the batch's cells returns it. It may
+outlive `ds`; `close` (or the garbage collector) stops the read-ahead. A batch that fails
+to read throws a `DeltaCellsError` naming tile and chunk; that batch is consumed, and
+iterating again goes on with the next one.
+"""
+mutable struct Batches{T}
+    ptr::Ptr{L.dc_batches}
+    n_genes::Int
+    function Batches(ds::Dataset, cells::AbstractVector{<:Integer}; batch_size::Integer,
+                     read_ahead::Integer = 0, T::Type = Int32)
+        any(x -> x < 1, cells) && throw(ArgumentError("cells are 1-based"))
+        c = UInt64[x - 1 for x in cells]
+        out = Ref{Ptr{L.dc_batches}}(C_NULL)
+        check(L.dc_dataset_batches(handle(ds), c, length(c), batch_size, read_ahead, out))
+        finalizer(close, new{T}(out[], Int(info(ds).n_genes)))
+    end
+end
+function Base.close(b::Batches)
+    L.dc_batches_free(b.ptr)
+    b.ptr = C_NULL
+    return nothing
+end
+handle(b::Batches) = b.ptr == C_NULL ? throw(ArgumentError("the batches were closed")) : b.ptr
+
+"(rows, nonzeros) of the next batch; rows is 0 at the end."
+function peek_batch(b::Batches)
+    rows, nnz = Ref{UInt64}(0), Ref{UInt64}(0)
+    check(L.dc_batches_peek(handle(b), rows, nnz))
+    return (Int(rows[]), Int(nnz[]))
+end
+
+function next_batch!(b::Batches{T}) where {T}
+    rows, nnz = Ref{UInt64}(0), Ref{UInt64}(0)
+    st = L.dc_batches_peek(handle(b), rows, nnz)
+    if st != L.DC_OK
+        # dc_batches_next hands out (consumes) the failed batch, with the same error.
+        r, z = Ref{UInt64}(0), Ref{UInt64}(0)
+        check(L.dc_batches_next(handle(b), dtype(T), C_NULL, C_NULL, C_NULL, 0, r, z))
+        check(st)
+    end
+    rows[] == 0 && return nothing
+    indptr = Vector{Int64}(undef, rows[] + 1)
+    indices = Vector{Int32}(undef, max(nnz[], 1))
+    values = Vector{T}(undef, max(nnz[], 1))
+    got_rows, got = Ref{UInt64}(0), Ref{UInt64}(0)
+    check(L.dc_batches_next(handle(b), dtype(T), indptr, indices, values, nnz[], got_rows, got))
+    resize!(indices, got[]); resize!(values, got[])
+    return csc(b.n_genes, indptr, indices, values)
+end
+
+Base.iterate(b::Batches, state = nothing) = (m = next_batch!(b); m === nothing ? nothing : (m, nothing))
+Base.IteratorSize(::Type{<:Batches}) = Base.SizeUnknown()
+Base.eltype(::Type{Batches{T}}) where {T} = SparseMatrixCSC{T,Int64}
+
+"""
+    shuffled_order(ds, seed; window_tiles = 1) -> Vector{Int}
+
+A block-shuffled permutation of all cells (1-based): tiles in random order, cells shuffled
+within windows of `window_tiles` tiles; the same for a seed on every platform.
+"""
+function shuffled_order(ds::Dataset, seed::Integer; window_tiles::Integer = 1)
+    out = Vector{UInt64}(undef, max(info(ds).n_cells, 1))
+    check(L.dc_dataset_shuffled_order(handle(ds), seed, window_tiles, out, length(out)))
+    return Int.(out[1:info(ds).n_cells]) .+ 1
 end
 
 function var_names(ds::Dataset)

@@ -21,6 +21,7 @@ const DC_CDW_THREADS = 4
 const DC_DATASET_THREADS = 0
 const DC_DATASET_TILE_CACHE = 1
 const DC_DATASET_VERIFY_CRC = 2
+const DC_DATASET_CACHE_BYTES = 3
 const DC_OK = 0
 const DC_ERR_INVALID_ARGUMENT = 1
 const DC_ERR_IO = 2
@@ -45,6 +46,7 @@ const DC_WRITER_OBS_TILES_PER_FILE = 5
 const DC_WRITER_OBS_MAX_CATEGORIES = 6
 
 # ---- opaque handles
+mutable struct dc_batches end
 mutable struct dc_chromdata end
 mutable struct dc_chromdata_writer end
 mutable struct dc_dataset end
@@ -52,10 +54,10 @@ mutable struct dc_writer end
 
 # ---- typedefs
 const dc_status = Int32
+const dc_dtype = Int32
 const dc_layout = Int32
 const dc_chromdata_writer_param = Int32
 const dc_dataset_param = Int32
-const dc_dtype = Int32
 const dc_writer_param = Int32
 
 # ---- structs (C layout)
@@ -128,6 +130,31 @@ struct dc_tile_info
 end
 
 # ---- functions
+# dc_status dc_dataset_batches(struct dc_dataset * ds, const uint64_t * cells, size_t n, size_t batch_size, uint32_t read_ahead, struct dc_batches * * out)
+function dc_dataset_batches(ds, cells, n, batch_size, read_ahead, out)
+    ccall((:dc_dataset_batches, libdeltacells), dc_status, (Ptr{dc_dataset}, Ptr{UInt64}, Csize_t, Csize_t, UInt32, Ptr{Ptr{dc_batches}}), ds, cells, n, batch_size, read_ahead, out)
+end
+
+# dc_status dc_batches_peek(struct dc_batches * b, uint64_t * n_rows, uint64_t * nnz)
+function dc_batches_peek(b, n_rows, nnz)
+    ccall((:dc_batches_peek, libdeltacells), dc_status, (Ptr{dc_batches}, Ptr{UInt64}, Ptr{UInt64}), b, n_rows, nnz)
+end
+
+# dc_status dc_batches_next(struct dc_batches * b, dc_dtype dtype, int64_t * indptr, int32_t * indices, void * values, uint64_t capacity, uint64_t * n_rows_out, uint64_t * nnz_out)
+function dc_batches_next(b, dtype, indptr, indices, values, capacity, n_rows_out, nnz_out)
+    ccall((:dc_batches_next, libdeltacells), dc_status, (Ptr{dc_batches}, dc_dtype, Ptr{Int64}, Ptr{Int32}, Ptr{Cvoid}, UInt64, Ptr{UInt64}, Ptr{UInt64}), b, dtype, indptr, indices, values, capacity, n_rows_out, nnz_out)
+end
+
+# void dc_batches_free(struct dc_batches * b)
+function dc_batches_free(b)
+    ccall((:dc_batches_free, libdeltacells), Cvoid, (Ptr{dc_batches},), b)
+end
+
+# dc_status dc_dataset_shuffled_order(const struct dc_dataset * ds, uint64_t seed, uint32_t window_tiles, uint64_t * out, size_t len)
+function dc_dataset_shuffled_order(ds, seed, window_tiles, out, len)
+    ccall((:dc_dataset_shuffled_order, libdeltacells), dc_status, (Ptr{dc_dataset}, UInt64, UInt32, Ptr{UInt64}, Csize_t), ds, seed, window_tiles, out, len)
+end
+
 # dc_status dc_chromdata_open(const char * path, struct dc_chromdata * * out)
 function dc_chromdata_open(path, out)
     ccall((:dc_chromdata_open, libdeltacells), dc_status, (Cstring, Ptr{Ptr{dc_chromdata}}), path, out)

@@ -57,7 +57,17 @@ test_that("exported dataset functions refuse bad arguments", {
     }
     expect_arg_error(function(v) dc_write(v, file.path(tempdir(), "x.dc")), v, "dc_write(mat)")
     expect_arg_error(function(v) dc_next_batch(v), v, "dc_next_batch(it)")
+    expect_arg_error(function(v) dc_has_next(v), v, "dc_has_next(it)")
+    expect_arg_error(function(v) dc_close(v), v, "dc_close(x)")
+    expect_arg_error(function(v) dc_for_each_batch(ds, v), v, "dc_for_each_batch(FUN)")
   }
+  # Columns whose R class would be lost (Date, POSIXct, ...) are refused, not written as
+  # bare numbers.
+  m3 <- Matrix::sparseMatrix(i = 1:3, j = 1:3, x = 1, dims = c(3, 3))
+  e <- expect_error(dc_write(m3, file.path(tempdir(), "x.dc"),
+                             obs = data.frame(day = as.Date("2024-01-01") + 0:2)),
+                    class = "deltacells_invalid_argument")
+  expect_match(conditionMessage(e), "column 'day': R class 'Date' is not supported")
   expect_false(file.exists(file.path(tempdir(), "x.dc")))
   # 1-based numbers in R's own errors; the library's out-of-range status kept.
   e <- expect_error(dc_read_cells(ds, c(1, 4)), class = "deltacells_out_of_range")
@@ -94,7 +104,18 @@ test_that("exported ChromData functions refuse bad arguments", {
       expect_arg_error(function(v) cd_spots(cd, original_order = v), v, "cd_spots(original_order)")
     if (!is.null(v)) expect_arg_error(function(v) cd_iter_traces(cd, batch = v), v, "cd_iter_traces(batch)")
     expect_arg_error(function(v) cd_next(v), v, "cd_next(it)")
+    expect_arg_error(function(v) cd_close(v), v, "cd_close(x)")
   }
+  e <- expect_error(cd_write(data.frame(chrom = "chr1", start = 0L, end = 1L, trace_id = "a",
+                                        seen = as.POSIXct("2024-01-01", tz = "UTC")),
+                             file.path(tempdir(), "x.cdz")),
+                    class = "deltacells_invalid_argument")
+  expect_match(conditionMessage(e), "column 'seen': R class 'POSIXct' is not supported")
+  # Closing an iterator ends it; closing twice is harmless.
+  it <- cd_iter_traces(cd, batch = 1)
+  dc_close(it)
+  expect_null(cd_next(it))
+  dc_close(it)
   expect_false(file.exists(file.path(tempdir(), "x.cdz")))
   cd_close(cd)
 })
@@ -154,6 +175,8 @@ test_that("the shim's routines refuse bad arguments when called directly", {
     for (v in c(bad_values, list(list(codes = 1L, values = NaN), list(1L, NULL, NULL, df),
                                  c(0L, 5L), c(0L, -1L), list(a = 1:3, b = 1:2),
                                  structure(list(1:2), names = NA_character_),
+                                 list(a = NULL), list(a = new.env()), list(a = 1:2, b = NULL),
+                                 list(a = as.Date("2024-01-01")),
                                  factor(c("a", "b"))[c(1, 3)],
                                  structure(c(1L, 7L), levels = "a", class = "factor")))) {
       r <- tryCatch({ shim_cases[[name]](v); "ok" }, error = function(e) e)

@@ -95,6 +95,14 @@ test_that("64-bit integers are exact doubles, an error, or exact text", {
   expect_true(all(c("9007199254740993", "-4611686018427387904") %in% t0$spot_id))
   options(deltacells.int64 = "int64")
   expect_error(cd_trace(cd, "t0"), "deltacells.int64")
+  options(old)
+  # An int32 column holding -2^31 (the bit pattern of NA_integer_) is read as double, exactly;
+  # one without it stays integer.
+  f0 <- cd_trace(cd, "t0", columns = "fov")$fov
+  expect_type(f0, "double")
+  expect_true(-2^31 %in% f0)
+  expect_false(anyNA(f0))
+  expect_type(cd_trace(cd, "t1", columns = "fov")$fov, "integer")
 })
 
 test_that("iterating over traces and cells gives every spot once, in batches", {

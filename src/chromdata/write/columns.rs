@@ -15,8 +15,8 @@ use arrow_array::{
 };
 use arrow_schema::DataType;
 
-use super::spec::ValueType;
-use super::values;
+use crate::chromdata::spec::ValueType;
+use crate::chromdata::values;
 use crate::error::{Error, Result};
 
 /// Largest number of categories stored with int16 codes (§4.4).
@@ -615,4 +615,71 @@ pub(crate) fn coord_array(a: &ArrayRef, f32_out: bool) -> ArrayRef {
             v.into_iter().map(|x| x.unwrap_or(f64::NAN)),
         ))
     }
+}
+
+/// Group of a value column by its name; registers new layer keys.
+pub(crate) fn group_of(name: &str, layer_keys: &mut Vec<String>) -> Group {
+    if let Some(t) = name.strip_prefix("spot_tracks/") {
+        return Group::Track(t.to_string());
+    }
+    if let Some((key, axis)) = name
+        .strip_prefix("layers/")
+        .and_then(|r| r.rsplit_once('/'))
+    {
+        let a = ["x", "y", "z"].iter().position(|x| *x == axis).unwrap_or(0);
+        let k = match layer_keys.iter().position(|k| k == key) {
+            Some(k) => k,
+            None => {
+                layer_keys.push(key.to_string());
+                layer_keys.len() - 1
+            }
+        };
+        return Group::Layer(k, a);
+    }
+    Group::Extra
+}
+
+/// `a`, copied into buffers of its own when it holds more memory than its values need.
+pub(crate) fn compact(a: ArrayRef) -> ArrayRef {
+    let held = a.get_array_memory_size();
+    let data = a.to_data();
+    let needed = data.get_slice_memory_size().unwrap_or(held);
+    if held <= 2 * needed + 4096 {
+        return a;
+    }
+    let mut m = arrow_data::transform::MutableArrayData::new(vec![&data], false, a.len());
+    // A copy that cannot fit the offsets keeps the original (it only pins more memory).
+    if m.try_extend(0, 0, a.len()).is_err() {
+        return a;
+    }
+    arrow_array::make_array(m.freeze())
+}
+
+/// Checks the names of the value columns of the first batch: unique, non-empty, layer
+/// columns named `layers/<key>/x|y|z`.
+pub(crate) fn check_value_names(names: &[&str]) -> Result<()> {
+    let mut seen = HashSet::new();
+    for &name in names {
+        if !seen.insert(name) {
+            return Err(Error::invalid_argument(format!(
+                "column \"{name}\" appears twice"
+            )));
+        }
+        if let Some(rest) = name.strip_prefix("layers/") {
+            let ok = rest
+                .rsplit_once('/')
+                .is_some_and(|(k, a)| !k.is_empty() && ["x", "y", "z"].contains(&a));
+            if !ok {
+                return Err(Error::invalid_argument(format!(
+                    "column \"{name}\": layer columns are named layers/<key>/x, y or z"
+                )));
+            }
+        }
+        if name.strip_prefix("spot_tracks/") == Some("") || name.is_empty() {
+            return Err(Error::invalid_argument(format!(
+                "column \"{name}\": empty name"
+            )));
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,371 @@
+//! `finish` of the streaming writer: the stored types and storage decisions, the memory
+//! plan (row-group targets, merge block and fan-in within the budget), the merge of the
+//! runs into the Parquet sinks of the layout, the index arrays, the metadata, and the
+//! atomic publish (as a directory or a `.cdz`, §13, §16).
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::UInt64Type;
+use arrow_schema::DataType;
+
+use super::collected::Collected;
+use super::columns::{FinalType, Group};
+use super::derived::decide_storage;
+use super::index_arrays::{write_index, zarr_store, SourceRows};
+use super::merge::{merge, merge_passes, Finalizer};
+use super::metadata::{write_group, write_metadata, StoreFacts};
+use super::row_groups::{plan, Plan};
+use super::runs::{spill_batch_rows, RunOrder, RunSource, SPILL_DIR};
+use super::sinks::{Sinks, StoredColumns};
+use crate::chromdata::spec::{self, FloatType, Layout, Storage};
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::fs;
+
+/// Rows per merged output block (at most; fewer for wide rows, see `MERGE_BLOCK_BYTES`).
+const BLOCK_ROWS: usize = 16384;
+/// Bytes per merged output block (about).
+const MERGE_BLOCK_BYTES: u64 = 4 << 20;
+/// Smallest row-group target the writer lowers the default to when a row group of wide
+/// rows would not fit the memory budget.
+const MIN_AUTO_ROW_GROUP: u64 = 1024;
+
+/// Writes the store; returns the number of intermediate merge passes.
+pub(crate) fn write_store(mut inp: Collected) -> Result<usize> {
+    let root = inp.tmp.clone();
+    let spill = root.join(SPILL_DIR);
+    let (types, layer_types) = unify_layer_types(&inp);
+    let (storage, derived) = decide_storage(&inp, &types)?;
+    let runs = std::mem::take(&mut inp.runs);
+    let fin = Finalizer::new(&inp, types.clone());
+    let sizes = Sizes::choose(&inp, &fin, &types, &storage, &runs);
+    let order = RunOrder::of(inp.layout);
+    let (runs, passes) = merge_passes(
+        runs,
+        &fin,
+        order,
+        sizes.fan_in,
+        spill_batch_rows(inp.row_bytes.max(1), inp.available),
+        &spill,
+    )?;
+    let plan = plan(inp.layout, &inp.triples, inp.has_cells, sizes.t, sizes.tc);
+    let fv = fin.first_value();
+    let cols = StoredColumns::new(&inp, &fin.schema, fv, storage, layer_types);
+    let mut sinks = Sinks::open(&inp, &root, &fin.schema, fv, &plan, &cols, sizes.tc)?;
+    let src = write_rows(
+        &inp,
+        &plan,
+        runs,
+        &fin,
+        sizes.block_rows,
+        &mut sinks,
+        &spill,
+    )?;
+    drop(fin);
+    let zs = zarr_store(&root)?;
+    let has_source_row = src.finish(&zs, inp.n_spots)?;
+    let n_coord_groups = write_index(&zs, inp.layout, &plan)?;
+    if inp.layout == Layout::PrimaryCoords {
+        write_group(&root.join("index/coords"), &spec::Members::new())?;
+    }
+    let facts = StoreFacts {
+        types: &types,
+        cols: &cols,
+        derived,
+        plan: &plan,
+        sinks,
+        row_group_size: sizes.t,
+        has_source_row,
+        n_coord_groups,
+    };
+    write_metadata(&inp, facts, &root, &spill)?;
+    publish(&root, &inp.target, inp.overwrite)?;
+    Ok(passes)
+}
+
+/// The stored types with one type per layer (float64 when any axis is), and each layer's.
+fn unify_layer_types(inp: &Collected) -> (Vec<FinalType>, Vec<FloatType>) {
+    let mut types = inp.final_types.clone();
+    let mut layer_f64 = vec![false; inp.layer_keys.len()];
+    for (c, ty) in inp.cols.iter().zip(&types) {
+        if let Group::Layer(k, _) = c.group {
+            layer_f64[k] |= !matches!(ty, FinalType::F32);
+        }
+    }
+    for (c, ty) in inp.cols.iter().zip(types.iter_mut()) {
+        if let Group::Layer(k, _) = c.group {
+            *ty = if layer_f64[k] {
+                FinalType::F64
+            } else {
+                FinalType::F32
+            };
+        }
+    }
+    let layer_types = layer_f64
+        .into_iter()
+        .map(|f64| FloatType::of(!f64))
+        .collect();
+    (types, layer_types)
+}
+
+/// The memory plan of `finish`.
+struct Sizes {
+    /// Target rows per row group.
+    t: u64,
+    /// Target rows per coords row group (2.2).
+    tc: u64,
+    /// Rows per merged block.
+    block_rows: usize,
+    /// Runs merged at once.
+    fan_in: usize,
+}
+
+impl Sizes {
+    fn choose(
+        inp: &Collected,
+        fin: &Finalizer<'_>,
+        types: &[FinalType],
+        storage: &[Storage],
+        runs: &[RunSource],
+    ) -> Sizes {
+        let layout = inp.layout;
+        let mut t = match (inp.row_group_size, layout) {
+            (0, Layout::Partitioned) => 16384,
+            (0, _) => 65536,
+            (x, _) => x,
+        };
+        let mut tc = if inp.coords_row_group_size == 0 {
+            16384
+        } else {
+            inp.coords_row_group_size
+        };
+        let fs = &fin.schema;
+        let fv = fin.first_value();
+        // Memory of the finish: the Parquet writers buffer one row group per open file (one
+        // partition at a time for 2.1, whose runs are chromosome-major; every coords partition
+        // at once for 2.2, whose merge is in canonical order), the merge one batch per run and
+        // one block. When the default row-group targets would take more than half the
+        // available budget they are halved (§7.3 lets a writer choose T; it is recorded);
+        // the merge gets the rest and merges in several passes when there are more runs than
+        // it can hold.
+        let n_rows = inp.n_spots.max(1);
+        let width = |cols: &mut dyn Iterator<Item = usize>| -> u64 {
+            let mut ts = Vec::new();
+            let mut strs = 0;
+            for c in cols {
+                ts.push(fs.field(c).data_type().clone());
+                if c >= fv && c - fv < inp.cols.len() && matches!(types[c - fv], FinalType::Str) {
+                    strs += inp.cols[c - fv].str_value_bytes / n_rows;
+                }
+            }
+            buffered_row_bytes(&ts, strs)
+        };
+        let n_values = inp.cols.len();
+        let (main_w, key_w) = match layout {
+            Layout::PrimaryCoords => {
+                let ei: Vec<usize> = (0..n_values)
+                    .filter(|&i| inp.cols[i].group == Group::Extra)
+                    .collect();
+                let primary_extra = |i: usize| {
+                    ei.iter()
+                        .position(|&e| e == i)
+                        .is_some_and(|k| matches!(storage[k], Storage::Primary))
+                };
+                (
+                    width(
+                        &mut (0..n_values)
+                            .filter(|&i| inp.cols[i].group != Group::Extra || primary_extra(i))
+                            .map(|i| fv + i),
+                    ),
+                    width(&mut (0..fv)),
+                )
+            }
+            _ => (width(&mut (0..fv + n_values)), 0),
+        };
+        let n_chroms = {
+            let mut c: Vec<i32> = inp.triples.iter().map(|x| x.2).collect();
+            c.sort_unstable();
+            c.dedup();
+            c.len() as u64
+        };
+        let sink_bytes = |t: u64, tc: u64| t * main_w + n_chroms * tc * key_w;
+        let share = inp.available / 2;
+        loop {
+            let (a, b) = (t * main_w, n_chroms * tc * key_w);
+            if a + b <= share {
+                break;
+            }
+            let can_t = inp.row_group_size == 0 && t > MIN_AUTO_ROW_GROUP;
+            let can_tc = inp.coords_row_group_size == 0 && tc > MIN_AUTO_ROW_GROUP && b > 0;
+            if can_t && (a >= b || !can_tc) {
+                t /= 2;
+            } else if can_tc {
+                tc /= 2;
+            } else {
+                break;
+            }
+        }
+        let row_bytes = inp.row_bytes.max(1);
+        let block_bytes = MERGE_BLOCK_BYTES.min(inp.available / 16);
+        let block_rows = ((block_bytes / row_bytes) as usize).clamp(256, BLOCK_ROWS);
+        let batch_bytes = runs.iter().map(|r| r.batch_bytes).max().unwrap_or(0).max(1);
+        let merge_mem = inp
+            .available
+            .saturating_sub(sink_bytes(t, tc))
+            .saturating_sub(3 * block_rows as u64 * row_bytes);
+        let fan_in = ((merge_mem / (4 * batch_bytes)) as usize).max(2);
+        Sizes {
+            t,
+            tc,
+            block_rows,
+            fan_in,
+        }
+    }
+}
+
+/// Merges the runs into the sinks (each partition's rows to its sinks) and records the
+/// input row of every stored row (`source_row`, per partition for 2.1).
+fn write_rows(
+    inp: &Collected,
+    plan: &Plan,
+    runs: Vec<RunSource>,
+    fin: &Finalizer<'_>,
+    block_rows: usize,
+    sinks: &mut Sinks,
+    spill: &Path,
+) -> Result<SourceRows> {
+    let partitioned = inp.layout == Layout::Partitioned;
+    let src_parts: Vec<u64> = if partitioned {
+        let mut s = Vec::new();
+        let mut acc = 0;
+        for p in &plan.partitions {
+            s.push(acc);
+            acc += p.rows;
+        }
+        s
+    } else {
+        vec![0]
+    };
+    let mut src = SourceRows::new(spill, src_parts)?;
+    let threads = crate::pool::resolve_threads(inp.threads);
+    let pool = if threads > 1 {
+        Some(crate::pool::pool(threads)?)
+    } else {
+        None
+    };
+    let chrom_col = fin.schema.fields().len() - 2;
+    let rows_col = chrom_col + 1;
+    merge(runs, fin, RunOrder::of(inp.layout), block_rows, |block| {
+        let parts = sinks.split(&block, chrom_col)?;
+        if partitioned {
+            for (p, b) in parts.iter().enumerate() {
+                if let Some(b) = b {
+                    src.push(p, b.column(rows_col).as_primitive::<UInt64Type>())?;
+                }
+            }
+        } else {
+            src.push(0, block.column(rows_col).as_primitive::<UInt64Type>())?;
+        }
+        sinks.write(&block, &parts, pool.as_deref())
+    })?;
+    for s in sinks.list.iter_mut() {
+        s.close()?;
+    }
+    Ok(src)
+}
+
+/// Bytes a Parquet writer buffers per row of `types` before a row group is flushed:
+/// the plain-encoded values plus a 2-byte definition level per column, and half again
+/// for the compressed pages made at the flush.
+fn buffered_row_bytes(types: &[DataType], str_bytes: u64) -> u64 {
+    let w: u64 = types
+        .iter()
+        .map(|t| match t {
+            DataType::Boolean => 1,
+            DataType::Int8 | DataType::UInt8 => 1,
+            DataType::Int16 | DataType::UInt16 => 2,
+            DataType::Int32 | DataType::UInt32 | DataType::Float32 => 4,
+            DataType::Utf8 => 4,
+            _ => 8,
+        } + 2)
+        .sum();
+    (w + str_bytes) * 3 / 2
+}
+
+/// Files under `dir`, relative with `/`, `zarr.json` first then byte-wise order (§13).
+fn member_list(dir: &Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).map_err(|e| Error::io(&d, &e))? {
+            let e = e.map_err(|e| Error::io(&d, &e))?;
+            let p = e.path();
+            let ft = e.file_type().map_err(|e| Error::io(&p, &e))?;
+            if ft.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p
+                    .strip_prefix(dir)
+                    .unwrap_or(&p)
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                out.push(rel);
+            }
+        }
+    }
+    out.sort_by(|a, b| (a != "zarr.json", a.as_bytes()).cmp(&(b != "zarr.json", b.as_bytes())));
+    Ok(out)
+}
+
+fn write_cdz(dir: &Path, out: &Path) -> Result<()> {
+    let zerr =
+        |e: zip::result::ZipError| Error::new(ErrorKind::Io, format!("{}: {e}", out.display()));
+    let f = File::create(out).map_err(|e| Error::io(out, &e))?;
+    let mut z = zip::ZipWriter::new(BufWriter::new(f));
+    for m in member_list(dir)? {
+        let p = dir.join(&m);
+        let size = std::fs::metadata(&p).map_err(|e| Error::io(&p, &e))?.len();
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .last_modified_time(zip::DateTime::default())
+            .large_file(size >= 0xFFFF_FFFF);
+        z.start_file(m.as_str(), opts).map_err(zerr)?;
+        let mut src = File::open(&p).map_err(|e| Error::io(&p, &e))?;
+        std::io::copy(&mut src, &mut z).map_err(|e| Error::io(out, &e))?;
+    }
+    let w = z.finish().map_err(zerr)?;
+    let f = w.into_inner().map_err(|e| Error::io(out, e.error()))?;
+    f.sync_all().map_err(|e| Error::io(out, &e))
+}
+
+/// Moves the finished tree in `tmp` to `target` (as a `.cdz` when the target ends in it).
+fn publish(tmp: &Path, target: &Path, overwrite: bool) -> Result<()> {
+    let existing = if overwrite {
+        fs::Existing::Replace
+    } else {
+        fs::Existing::Keep
+    };
+    let cdz = target
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("cdz"));
+    if !cdz {
+        return fs::publish_dir(tmp, target, existing, fs::Flush::Tree);
+    }
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmpzip = fs::parent_of(target).join(fs::fresh_temp_name(&name));
+    if let Err(e) =
+        write_cdz(tmp, &tmpzip).and_then(|_| fs::publish_file(&tmpzip, target, existing))
+    {
+        let _ = std::fs::remove_file(&tmpzip);
+        return Err(e);
+    }
+    let _ = std::fs::remove_dir_all(tmp);
+    Ok(())
+}

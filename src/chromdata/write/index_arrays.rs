@@ -1,0 +1,273 @@
+//! The `index/` arrays (§11) as 1-D Zarr v3 arrays (bytes + zstd codecs, chunks of
+//! 2^20 elements): runs, cell segments, row groups, the partitions of 2.1, the coords side
+//! of 2.2, and `source_row` (written per partition during the merge, kept only when the
+//! stored order differs from the input order).
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::UInt64Array;
+
+use super::row_groups::{offsets, Plan};
+use crate::chromdata::spec::Layout;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Elements per chunk of 1-D index arrays (§6.1).
+const INDEX_CHUNK: u64 = 1_048_576;
+
+pub(crate) fn zarr_store(root: &Path) -> Result<Arc<zarrs::filesystem::FilesystemStore>> {
+    zarrs::filesystem::FilesystemStore::new(root)
+        .map(Arc::new)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", root.display())))
+}
+
+fn zarr_err(path: &str, e: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Io, format!("zarr array {path}: {e}"))
+}
+
+/// A 1-D array (§6.1) written chunk by chunk.
+struct ZarrArray1 {
+    array: zarrs::array::Array<zarrs::filesystem::FilesystemStore>,
+    path: String,
+}
+
+impl ZarrArray1 {
+    fn create(
+        store: &Arc<zarrs::filesystem::FilesystemStore>,
+        path: &str,
+        n: u64,
+        int64: bool,
+    ) -> Result<Self> {
+        use zarrs::array::codec::{BytesCodec, ZstdCodec};
+        let chunk = n.clamp(1, INDEX_CHUNK);
+        let (dt, fill) = if int64 {
+            (
+                zarrs::array::data_type::int64(),
+                zarrs::array::FillValue::from(0i64),
+            )
+        } else {
+            (
+                zarrs::array::data_type::int32(),
+                zarrs::array::FillValue::from(0i32),
+            )
+        };
+        let array = zarrs::array::ArrayBuilder::new(vec![n], [chunk], dt, fill)
+            .array_to_bytes_codec(Arc::new(BytesCodec::little()))
+            .bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(3, false))])
+            .build(store.clone(), &format!("/{path}"))
+            .map_err(|e| zarr_err(path, e))?;
+        array.store_metadata().map_err(|e| zarr_err(path, e))?;
+        Ok(ZarrArray1 {
+            array,
+            path: path.to_string(),
+        })
+    }
+
+    fn chunk_len(&self) -> usize {
+        let n = self.array.shape()[0];
+        n.clamp(1, INDEX_CHUNK) as usize
+    }
+
+    fn store_chunk<T: zarrs::array::Element>(&self, i: u64, data: &[T]) -> Result<()> {
+        self.array
+            .store_chunk(&[i], data)
+            .map_err(|e| zarr_err(&self.path, e))
+    }
+}
+
+fn zarr_i64(store: &Arc<zarrs::filesystem::FilesystemStore>, path: &str, v: &[i64]) -> Result<()> {
+    let a = ZarrArray1::create(store, path, v.len() as u64, true)?;
+    let c = a.chunk_len();
+    for (i, ch) in v.chunks(c).enumerate() {
+        let mut buf = ch.to_vec();
+        buf.resize(c, 0);
+        a.store_chunk(i as u64, &buf)?;
+    }
+    Ok(())
+}
+
+fn zarr_i32(store: &Arc<zarrs::filesystem::FilesystemStore>, path: &str, v: &[i32]) -> Result<()> {
+    let a = ZarrArray1::create(store, path, v.len() as u64, false)?;
+    let c = a.chunk_len();
+    for (i, ch) in v.chunks(c).enumerate() {
+        let mut buf = ch.to_vec();
+        buf.resize(c, 0);
+        a.store_chunk(i as u64, &buf)?;
+    }
+    Ok(())
+}
+
+/// Input row of each stored row, written per partition to raw files during the merge.
+pub(crate) struct SourceRows {
+    files: Vec<(PathBuf, BufWriter<File>)>,
+    counts: Vec<u64>,
+    starts: Vec<u64>,
+    identity: bool,
+}
+
+impl SourceRows {
+    pub(crate) fn new(dir: &Path, starts: Vec<u64>) -> Result<Self> {
+        let mut files = Vec::new();
+        for p in 0..starts.len() {
+            let path = dir.join(format!("source_row-{p}.bin"));
+            let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
+            files.push((path, BufWriter::new(f)));
+        }
+        Ok(SourceRows {
+            counts: vec![0; starts.len()],
+            files,
+            starts,
+            identity: true,
+        })
+    }
+
+    pub(crate) fn push(&mut self, p: usize, rows: &UInt64Array) -> Result<()> {
+        let (path, f) = &mut self.files[p];
+        for &r in rows.values() {
+            if r != self.starts[p] + self.counts[p] {
+                self.identity = false;
+            }
+            self.counts[p] += 1;
+            f.write_all(&(r as i64).to_le_bytes())
+                .map_err(|e| Error::io(path, &e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `index/source_row` (unless stored order is input order); true if written.
+    pub(crate) fn finish(
+        self,
+        store: &Arc<zarrs::filesystem::FilesystemStore>,
+        n: u64,
+    ) -> Result<bool> {
+        let mut paths = Vec::new();
+        for (path, mut f) in self.files {
+            f.flush().map_err(|e| Error::io(&path, &e))?;
+            paths.push(path);
+        }
+        if self.identity {
+            return Ok(false);
+        }
+        let a = ZarrArray1::create(store, "index/source_row", n, true)?;
+        let c = a.chunk_len();
+        let mut buf: Vec<i64> = Vec::with_capacity(c);
+        let mut chunk = 0u64;
+        let mut bytes = vec![0u8; 8 << 16];
+        for p in &paths {
+            let mut f = File::open(p).map_err(|e| Error::io(p, &e))?;
+            loop {
+                let k = f.read(&mut bytes).map_err(|e| Error::io(p, &e))?;
+                if k == 0 {
+                    break;
+                }
+                // Reads of a regular file return whole 8-byte values except at EOF
+                // boundaries; read_exact the remainder to keep alignment.
+                let mut k = k;
+                while k % 8 != 0 {
+                    f.read_exact(&mut bytes[k..k + (8 - k % 8)])
+                        .map_err(|e| Error::io(p, &e))?;
+                    k += 8 - k % 8;
+                }
+                for v in bytes[..k].chunks_exact(8) {
+                    buf.push(i64::from_le_bytes(v.try_into().unwrap_or_default()));
+                    if buf.len() == c {
+                        a.store_chunk(chunk, &buf)?;
+                        chunk += 1;
+                        buf.clear();
+                    }
+                }
+            }
+        }
+        if !buf.is_empty() {
+            buf.resize(c, 0);
+            a.store_chunk(chunk, &buf)?;
+        }
+        Ok(true)
+    }
+}
+
+/// Writes the index arrays of `plan` (all but `source_row`); returns the number of coords
+/// row groups (2.2).
+pub(crate) fn write_index(
+    zs: &Arc<zarrs::filesystem::FilesystemStore>,
+    layout: Layout,
+    plan: &Plan,
+) -> Result<usize> {
+    let runs_of = &plan.runs;
+    zarr_i64(
+        zs,
+        "index/trace_offsets",
+        &offsets(runs_of.iter().map(|r| r.len)),
+    )?;
+    zarr_i32(
+        zs,
+        "index/trace_codes",
+        &runs_of.iter().map(|r| r.trace).collect::<Vec<_>>(),
+    )?;
+    zarr_i32(
+        zs,
+        "index/trace_cells",
+        &runs_of.iter().map(|r| r.cell).collect::<Vec<_>>(),
+    )?;
+    zarr_i32(
+        zs,
+        "index/chrom_trace",
+        &runs_of.iter().map(|r| r.chrom).collect::<Vec<_>>(),
+    )?;
+    zarr_i64(zs, "index/cell_offsets", &plan.cell_offsets)?;
+    zarr_i32(zs, "index/cell_codes", &plan.cell_codes)?;
+    zarr_i64(
+        zs,
+        "index/row_groups",
+        &offsets(plan.groups.iter().copied()),
+    )?;
+    let mut n_coord_groups = 0;
+    if layout == Layout::Partitioned {
+        zarr_i64(
+            zs,
+            "index/partition_offsets",
+            &offsets(plan.partitions.iter().map(|p| p.rows)),
+        )?;
+        zarr_i64(
+            zs,
+            "index/partition_groups",
+            &offsets(plan.partitions.iter().map(|p| p.groups.len() as u64)),
+        )?;
+        zarr_i32(
+            zs,
+            "index/partition_chrom",
+            &plan.partitions.iter().map(|p| p.chrom).collect::<Vec<_>>(),
+        )?;
+        zarr_i32(zs, "index/cell_partition", &plan.cell_partition)?;
+    }
+    if layout == Layout::PrimaryCoords {
+        let cp = &plan.coords_parts;
+        zarr_i64(
+            zs,
+            "index/coords/partition_offsets",
+            &offsets(cp.iter().map(|p| p.rows)),
+        )?;
+        zarr_i64(
+            zs,
+            "index/coords/partition_groups",
+            &offsets(cp.iter().map(|p| p.groups.len() as u64)),
+        )?;
+        zarr_i32(
+            zs,
+            "index/coords/partition_chrom",
+            &cp.iter().map(|p| p.chrom).collect::<Vec<_>>(),
+        )?;
+        let groups: Vec<u64> = cp.iter().flat_map(|p| p.groups.iter().copied()).collect();
+        n_coord_groups = groups.len();
+        zarr_i64(zs, "index/coords/row_groups", &offsets(groups.into_iter()))?;
+        zarr_i64(
+            zs,
+            "index/coords/run_offsets",
+            &offsets(plan.coords_runs.iter().map(|r| r.len)),
+        )?;
+        zarr_i64(zs, "index/coords/primary_run", &plan.primary_run)?;
+    }
+    Ok(n_coord_groups)
+}

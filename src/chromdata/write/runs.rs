@@ -1,0 +1,320 @@
+//! Sorted runs (§16): the writer's buffer, sorted into the stored order of the layout by
+//! value ranks (so the order agrees with the final categories and bins), spilled as Arrow
+//! IPC files (or kept in memory when small), read back batch by batch by the merge.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use super::columns::{self, FinalType};
+use crate::chromdata::spec::Layout;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Spill directory inside the temporary store directory (removed before publishing).
+pub(crate) const SPILL_DIR: &str = "_spill";
+/// Bytes per record batch in spill files (the merge holds about one such batch per run).
+const SPILL_BATCH_BYTES: u64 = 256 << 10;
+
+/// Rows per spill batch for rows of `row_bytes` bytes: about `SPILL_BATCH_BYTES`, less
+/// under small budgets (`available` bytes), so that the merge can hold a batch per run.
+pub(crate) fn spill_batch_rows(row_bytes: u64, available: u64) -> usize {
+    let bytes = SPILL_BATCH_BYTES.min(available / 64).max(16 << 10);
+    (bytes / row_bytes.max(1)).clamp(64, 4096) as usize
+}
+
+/// Row order of a spill run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunOrder {
+    /// (cell, trace, chrom, bin, input row): flat and primary+coords.
+    Canonical,
+    /// (chrom, cell, trace, bin, input row): partitioned, partition after partition.
+    ChromMajor,
+}
+
+impl RunOrder {
+    pub(crate) fn of(layout: Layout) -> RunOrder {
+        if layout == Layout::Partitioned {
+            RunOrder::ChromMajor
+        } else {
+            RunOrder::Canonical
+        }
+    }
+}
+
+/// Where a spill run lives.
+pub(crate) enum RunData {
+    Mem(Vec<RecordBatch>),
+    File(PathBuf),
+}
+
+/// One sorted run.
+pub(crate) struct RunSource {
+    pub(crate) data: RunData,
+    pub(crate) order: RunOrder,
+    /// Batches are already in final form (written by an intermediate merge pass).
+    pub(crate) finalized: bool,
+    /// Largest batch of the run, bytes.
+    pub(crate) batch_bytes: u64,
+}
+
+/// Value ranks that order the rows of a run: of each provisional cell, trace and bin id,
+/// and of each bin's chromosome.
+pub(crate) struct RunRanks {
+    pub(crate) has_cells: bool,
+    pub(crate) cell: Vec<u32>,
+    pub(crate) trace: Vec<u32>,
+    /// Rank of each provisional bin in (chrom, bin) order.
+    pub(crate) bin: Vec<u32>,
+    /// Rank of each provisional bin's chromosome.
+    pub(crate) chrom_of_bin: Vec<u32>,
+}
+
+/// How runs are cut and where they go.
+pub(crate) struct RunWriter {
+    /// Rows per spilled batch.
+    pub(crate) rows_per_batch: usize,
+    pub(crate) threads: usize,
+    /// The file of the run, or None to keep it in memory.
+    pub(crate) path: Option<PathBuf>,
+}
+
+/// Path of the `n`-th spilled run in the temporary directory `tmp`.
+pub(crate) fn run_path(tmp: &Path, n: usize) -> PathBuf {
+    tmp.join(SPILL_DIR).join(format!("run-{n:06}.arrow"))
+}
+
+/// Sort key of a run row: (primary key, secondary key, input row) and where the row is
+/// (batch, row in batch).
+#[derive(Debug, Clone, Copy)]
+struct RunKey(u64, u64, u64, u32, u32);
+
+/// Gives every column of `batches` one type: columns whose spill types differ between
+/// batches (integers / float32 mixed with floats) become float64.
+fn unify_spill_types(mut batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+    let first = batches[0].schema();
+    let ncol = first.fields().len();
+    let mut differ = Vec::new();
+    for c in 0..ncol {
+        let t0 = batches[0].column(c).data_type();
+        if !batches.iter().all(|b| b.column(c).data_type() == t0) {
+            differ.push(c);
+        }
+    }
+    if differ.is_empty() {
+        return Ok(batches);
+    }
+    let mut fields: Vec<Field> = first.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for &c in &differ {
+        fields[c] = Field::new(first.field(c).name(), DataType::Float64, true);
+    }
+    let schema: SchemaRef = Arc::new(Schema::new(fields));
+    for b in batches.iter_mut() {
+        let mut cols: Vec<ArrayRef> = b.columns().to_vec();
+        for &c in &differ {
+            let a = &cols[c];
+            cols[c] = match a.data_type() {
+                DataType::Float64 => a.clone(),
+                DataType::Float32 | DataType::Int64 => columns::finalize("", a, &FinalType::F64)?,
+                t => {
+                    return Err(Error::invalid_argument(format!(
+                        "column {}: mixed spill types ({t})",
+                        first.field(c).name()
+                    )))
+                }
+            };
+        }
+        *b = RecordBatch::try_new(schema.clone(), cols)
+            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+    }
+    Ok(batches)
+}
+
+/// Reads a spill run batch by batch.
+pub(crate) enum RunReader {
+    Mem(std::vec::IntoIter<RecordBatch>),
+    File(Box<arrow_ipc::reader::FileReader<BufReader<File>>>, PathBuf),
+}
+
+impl RunReader {
+    pub(crate) fn open(src: RunData) -> Result<RunReader> {
+        Ok(match src {
+            RunData::Mem(v) => RunReader::Mem(v.into_iter()),
+            RunData::File(p) => {
+                let f = File::open(&p).map_err(|e| Error::io(&p, &e))?;
+                let r = arrow_ipc::reader::FileReader::try_new(BufReader::new(f), None)
+                    .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", p.display())))?;
+                RunReader::File(Box::new(r), p)
+            }
+        })
+    }
+
+    pub(crate) fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        match self {
+            RunReader::Mem(it) => Ok(it.next()),
+            RunReader::File(r, p) => match r.next() {
+                None => Ok(None),
+                Some(Ok(b)) => Ok(Some(b)),
+                Some(Err(e)) => Err(Error::new(
+                    ErrorKind::Io,
+                    format!("{}: spill run unreadable: {e}", p.display()),
+                )),
+            },
+        }
+    }
+}
+
+/// Sorts `batches` (spill form) into `order` and writes them as a run of batches of
+/// about `SPILL_BATCH_BYTES`, gathered straight from the inputs (no sorted copy of the
+/// whole run is ever held).
+pub(crate) fn sort_into_run(
+    batches: Vec<RecordBatch>,
+    order: RunOrder,
+    ranks: &RunRanks,
+    out: RunWriter,
+) -> Result<RunSource> {
+    let batches = unify_spill_types(batches)?;
+    let keys = run_keys(&batches, order, ranks, out.threads)?;
+    let schema = batches[0].schema();
+    let rows_per = out.rows_per_batch;
+    let columns: Vec<Vec<&dyn Array>> = (0..schema.fields().len())
+        .map(|c| batches.iter().map(|b| b.column(c).as_ref()).collect())
+        .collect();
+    let piece = |ks: &[RunKey]| -> Result<RecordBatch> {
+        let idx: Vec<(usize, usize)> = ks.iter().map(|k| (k.3 as usize, k.4 as usize)).collect();
+        let cols = columns
+            .iter()
+            .map(|arrays| arrow_select::interleave::interleave(arrays, &idx))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))?;
+        RecordBatch::try_new(schema.clone(), cols)
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))
+    };
+    let mut batch_bytes = 0u64;
+    let Some(path) = out.path else {
+        let mut pieces = Vec::with_capacity(keys.len() / rows_per + 1);
+        for ks in keys.chunks(rows_per) {
+            let p = piece(ks)?;
+            batch_bytes = batch_bytes.max(p.get_array_memory_size() as u64);
+            pieces.push(p);
+        }
+        return Ok(RunSource {
+            data: RunData::Mem(pieces),
+            order,
+            finalized: false,
+            batch_bytes,
+        });
+    };
+    let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
+    let ioerr =
+        |e: arrow_schema::ArrowError| Error::new(ErrorKind::Io, format!("{}: {e}", path.display()));
+    let mut w =
+        arrow_ipc::writer::FileWriter::try_new(BufWriter::new(f), &schema).map_err(ioerr)?;
+    for ks in keys.chunks(rows_per) {
+        let p = piece(ks)?;
+        batch_bytes = batch_bytes.max(p.get_array_memory_size() as u64);
+        w.write(&p).map_err(ioerr)?;
+    }
+    w.finish().map_err(ioerr)?;
+    Ok(RunSource {
+        data: RunData::File(path),
+        order,
+        finalized: false,
+        batch_bytes,
+    })
+}
+
+/// Sort keys of the rows of `batches`: the order's key, then the input row, compared by
+/// value (ranks), so the order agrees with the final sorted categories and bins.
+fn run_keys(
+    batches: &[RecordBatch],
+    order: RunOrder,
+    ranks: &RunRanks,
+    threads: usize,
+) -> Result<Vec<RunKey>> {
+    let (cell_rank, trace_rank) = (&ranks.cell, &ranks.trace);
+    let (bin_rank, chrom_rank) = (&ranks.bin, &ranks.chrom_of_bin);
+    let has_cells = ranks.has_cells;
+    let n: usize = batches.iter().map(|b| b.num_rows()).sum();
+    if n as u64 > u32::MAX as u64 {
+        return Err(Error::limit("a run holds at most 2^32 rows"));
+    }
+    let mut keys: Vec<RunKey> = Vec::with_capacity(n);
+    for (bi, b) in batches.iter().enumerate() {
+        let cells = b.column(0).as_primitive::<arrow_array::types::UInt32Type>();
+        let traces = b.column(1).as_primitive::<arrow_array::types::UInt32Type>();
+        let bins = b.column(2).as_primitive::<arrow_array::types::UInt32Type>();
+        let input_rows = b.column(3).as_primitive::<arrow_array::types::UInt64Type>();
+        for i in 0..b.num_rows() {
+            let c = if has_cells {
+                cell_rank[cells.value(i) as usize]
+            } else {
+                0
+            };
+            let t = trace_rank[traces.value(i) as usize];
+            let bin = bins.value(i) as usize;
+            let k = match order {
+                RunOrder::Canonical => (c as u64) << 32 | t as u64,
+                RunOrder::ChromMajor => (chrom_rank[bin] as u64) << 32 | c as u64,
+            };
+            let k2 = match order {
+                RunOrder::Canonical => (bin_rank[bin] as u64) << 32,
+                RunOrder::ChromMajor => (t as u64) << 32 | bin_rank[bin] as u64,
+            };
+            keys.push(RunKey(k, k2, input_rows.value(i), bi as u32, i as u32));
+        }
+    }
+    let cmp = |a: &RunKey, b: &RunKey| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2));
+    let threads = crate::pool::resolve_threads(threads);
+    if threads > 1 && n > 1 << 16 {
+        let pool = crate::pool::pool(threads)?;
+        pool.install(|| {
+            use rayon::slice::ParallelSliceMut;
+            keys.par_sort_unstable_by(cmp)
+        });
+    } else {
+        keys.sort_unstable_by(cmp);
+    }
+    Ok(keys)
+}
+
+/// Re-sorts a run spilled in another order (the layout changed after it was spilled);
+/// one run at a time, so this needs no more memory than spilling it did.
+/// `out.path` is used when the run was on disk (else it stays in memory).
+pub(crate) fn resort_run(
+    run: RunSource,
+    order: RunOrder,
+    ranks: &RunRanks,
+    mut out: RunWriter,
+) -> Result<RunSource> {
+    if !matches!(run.data, RunData::File(_)) {
+        out.path = None;
+    }
+    let old = match &run.data {
+        RunData::File(p) => Some(p.clone()),
+        RunData::Mem(_) => None,
+    };
+    let mut reader = RunReader::open(run.data)?;
+    let mut batches = Vec::new();
+    while let Some(b) = reader.next_batch()? {
+        batches.push(b);
+    }
+    drop(reader);
+    if batches.is_empty() {
+        return Ok(RunSource {
+            data: RunData::Mem(batches),
+            order,
+            finalized: false,
+            batch_bytes: 0,
+        });
+    }
+    let r = sort_into_run(batches, order, ranks, out)?;
+    if let Some(p) = old {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(r)
+}

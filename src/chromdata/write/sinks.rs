@@ -1,0 +1,520 @@
+//! The Parquet files of a store (§6.2, §8–§10): one sink per spot-aligned file of the
+//! layout, cut into the planned row groups and fed by the merge; small tables written in
+//! one piece.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
+
+use super::collected::Collected;
+use super::columns::Group;
+use super::row_groups::{Partition, Plan};
+use crate::chromdata::spec::{self, chrom_dirs, portable, FloatType, Layout, Storage, AXES};
+use crate::error::{Error, ErrorKind, Result};
+
+fn props(dict_off: &[String]) -> WriterProperties {
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+        .set_max_row_group_row_count(None)
+        .set_created_by("libdeltacells".to_string());
+    for c in dict_off {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(c.as_str()), false);
+    }
+    b.build()
+}
+
+/// A Parquet file of the store written block by block, cut into the planned row groups.
+pub(crate) struct ParquetSink {
+    path: PathBuf,
+    writer: Option<ArrowWriter<BufWriter<File>>>,
+    /// (column of the final batch, stored name).
+    cols: Vec<usize>,
+    schema: SchemaRef,
+    groups: Vec<u64>,
+    g: usize,
+    in_group: u64,
+    /// Partition index, or None for all rows.
+    part: Option<usize>,
+}
+
+impl ParquetSink {
+    fn new(
+        root: &Path,
+        rel: &str,
+        fin_schema: &Schema,
+        cols: Vec<(usize, String)>,
+        groups: Vec<u64>,
+        part: Option<usize>,
+        dict_floats: bool,
+    ) -> Result<ParquetSink> {
+        let path = root.join("tables").join(rel);
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
+        }
+        let fields: Vec<Field> = cols
+            .iter()
+            .map(|(i, n)| Field::new(n, fin_schema.field(*i).data_type().clone(), true))
+            .collect();
+        let dict_off: Vec<String> = if dict_floats {
+            Vec::new()
+        } else {
+            fields
+                .iter()
+                .filter(|f| matches!(f.data_type(), DataType::Float32 | DataType::Float64))
+                .map(|f| f.name().clone())
+                .collect()
+        };
+        let schema = Arc::new(Schema::new(fields));
+        let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
+        let w = ArrowWriter::try_new(BufWriter::new(f), schema.clone(), Some(props(&dict_off)))
+            .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", path.display())))?;
+        Ok(ParquetSink {
+            path,
+            writer: Some(w),
+            cols: cols.into_iter().map(|(i, _)| i).collect(),
+            schema,
+            groups,
+            g: 0,
+            in_group: 0,
+            part,
+        })
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> Error {
+        Error::new(ErrorKind::Io, format!("{}: {e}", self.path.display()))
+    }
+
+    fn write(&mut self, b: &RecordBatch) -> Result<()> {
+        let proj = RecordBatch::try_new(
+            self.schema.clone(),
+            self.cols.iter().map(|&i| b.column(i).clone()).collect(),
+        )
+        .map_err(|e| self.err(e))?;
+        let mut off = 0usize;
+        while off < proj.num_rows() {
+            let Some(&target) = self.groups.get(self.g) else {
+                return Err(Error::new(
+                    ErrorKind::Internal,
+                    format!("{}: more rows than planned", self.path.display()),
+                ));
+            };
+            let n = ((target - self.in_group) as usize).min(proj.num_rows() - off);
+            let w = self.writer.as_mut().unwrap_or_else(|| unreachable!());
+            w.write(&proj.slice(off, n))
+                .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", self.path.display())))?;
+            off += n;
+            self.in_group += n as u64;
+            if self.in_group == target {
+                w.flush().map_err(|e| {
+                    Error::new(ErrorKind::Io, format!("{}: {e}", self.path.display()))
+                })?;
+                self.g += 1;
+                self.in_group = 0;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn close(&mut self) -> Result<()> {
+        if self.g != self.groups.len() || self.in_group != 0 {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                format!(
+                    "{}: wrote {} of {} planned row groups",
+                    self.path.display(),
+                    self.g,
+                    self.groups.len()
+                ),
+            ));
+        }
+        if let Some(w) = self.writer.take() {
+            let inner = w.into_inner().map_err(|e| self.err(e))?;
+            let f = inner.into_inner().map_err(|e| self.err(e.error()))?;
+            f.sync_all().map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes a small table (one row group) to `tables/<rel>`.
+pub(crate) fn write_small(root: &Path, rel: &str, b: &RecordBatch) -> Result<()> {
+    write_parquet(&root.join("tables").join(rel), b)
+}
+
+/// Writes `b` as one Parquet file (one row group, zstd), creating the parent directory.
+pub(crate) fn write_parquet(path: &Path, b: &RecordBatch) -> Result<()> {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
+    }
+    let err =
+        |e: &dyn std::fmt::Display| Error::new(ErrorKind::Io, format!("{}: {e}", path.display()));
+    let f = File::create(path).map_err(|e| Error::io(path, &e))?;
+    let mut w =
+        ArrowWriter::try_new(BufWriter::new(f), b.schema(), Some(props(&[]))).map_err(|e| {
+            Error::unsupported(format!("{}: cannot store this table: {e}", path.display()))
+        })?;
+    if b.num_rows() > 0 {
+        w.write(b).map_err(|e| err(&e))?;
+    }
+    w.close().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+pub(crate) fn one_col(name: &str, a: ArrayRef) -> Result<RecordBatch> {
+    let s = Schema::new(vec![Field::new(name, a.data_type().clone(), true)]);
+    RecordBatch::try_new(Arc::new(s), vec![a])
+        .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))
+}
+
+/// The members of `tables.spots` that depend on the layout, filled while the sinks are made.
+#[derive(Default)]
+pub(crate) struct SpotFilesMeta {
+    pub(crate) path: Option<String>,
+    pub(crate) primary_path: Option<Option<String>>,
+    pub(crate) coords_row_group_size: Option<u64>,
+    pub(crate) partitions: Option<Vec<spec::Partition>>,
+    pub(crate) files: Option<Vec<String>>,
+    pub(crate) coords_files: Option<Vec<String>>,
+}
+
+/// (column of the final batch, stored name) of each column of a file.
+type FileColumns = Vec<(usize, String)>;
+
+/// Which columns of the final batches go to which file.
+pub(crate) struct StoredColumns {
+    /// bin_id, trace_id, [cell_id], [x, y, z].
+    pub(crate) key: FileColumns,
+    /// Value columns that are extra spot columns, in order.
+    pub(crate) extras: Vec<usize>,
+    /// Storage of each extra column.
+    pub(crate) storage: Vec<Storage>,
+    pub(crate) tracks: FileColumns,
+    /// x, y, z of each layer.
+    pub(crate) layers: Vec<FileColumns>,
+    /// Type of each layer.
+    pub(crate) layer_types: Vec<FloatType>,
+}
+
+impl StoredColumns {
+    /// `fin_schema`: the final batches' schema, whose value columns start at `fv`.
+    pub(crate) fn new(
+        inp: &Collected,
+        fin_schema: &Schema,
+        fv: usize,
+        storage: Vec<Storage>,
+        layer_types: Vec<FloatType>,
+    ) -> StoredColumns {
+        let cols = &inp.cols;
+        let layer = |k: usize| -> FileColumns {
+            (0..3)
+                .map(|a| {
+                    let i = cols
+                        .iter()
+                        .position(|c| c.group == Group::Layer(k, a))
+                        .unwrap_or(0);
+                    (fv + i, AXES[a].to_string())
+                })
+                .collect()
+        };
+        StoredColumns {
+            key: (0..fv)
+                .map(|i| (i, fin_schema.field(i).name().clone()))
+                .collect(),
+            extras: (0..cols.len())
+                .filter(|&i| cols[i].group == Group::Extra)
+                .collect(),
+            storage,
+            tracks: cols
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| match &c.group {
+                    Group::Track(n) => Some((fv + i, n.clone())),
+                    _ => None,
+                })
+                .collect(),
+            layers: (0..inp.layer_keys.len()).map(layer).collect(),
+            layer_types,
+        }
+    }
+
+    /// The extra columns whose storage passes `want`, as file columns.
+    fn extras_where(
+        &self,
+        inp: &Collected,
+        fv: usize,
+        want: impl Fn(&Storage) -> bool,
+    ) -> FileColumns {
+        self.extras
+            .iter()
+            .zip(&self.storage)
+            .filter(|(_, s)| want(s))
+            .map(|(&i, _)| (fv + i, inp.cols[i].name.clone()))
+            .collect()
+    }
+}
+
+/// The sinks of a store and the metadata of the files they write.
+pub(crate) struct Sinks {
+    pub(crate) list: Vec<ParquetSink>,
+    /// Partition (sink `part`) of each chromosome code.
+    pub(crate) part_of_chrom: HashMap<i32, usize>,
+    pub(crate) spot_files: SpotFilesMeta,
+    pub(crate) tracks_meta: Option<spec::TracksEntry>,
+    pub(crate) layers_meta: Vec<spec::LayerEntry>,
+}
+
+/// Opens sinks in the temporary store `root` for the final batches of `fin_schema`.
+struct SinkMaker<'a> {
+    root: &'a Path,
+    fin_schema: &'a Schema,
+    plan: &'a Plan,
+    cols: &'a StoredColumns,
+    layer_names: Vec<String>,
+}
+
+impl SinkMaker<'_> {
+    fn sink(
+        &self,
+        rel: &str,
+        cols: FileColumns,
+        groups: &[u64],
+        part: Option<usize>,
+        dict_floats: bool,
+    ) -> Result<ParquetSink> {
+        ParquetSink::new(
+            self.root,
+            rel,
+            self.fin_schema,
+            cols,
+            groups.to_vec(),
+            part,
+            dict_floats,
+        )
+    }
+
+    /// spot_tracks and layers of the single-file layouts (flat; primary of 2.2).
+    fn whole_tables(&self, prefix: &str, dict_floats: bool, s: &mut Sinks) -> Result<()> {
+        if let Some(m) = s.tracks_meta.as_mut() {
+            let rel = format!("{prefix}spot_tracks.parquet");
+            let groups = &self.plan.groups;
+            s.list
+                .push(self.sink(&rel, self.cols.tracks.clone(), groups, None, dict_floats)?);
+            m.path = Some(rel);
+        }
+        for (k, m) in s.layers_meta.iter_mut().enumerate() {
+            let rel = format!("{prefix}layers/{}.parquet", self.layer_names[k]);
+            let cols = self.cols.layers[k].clone();
+            s.list
+                .push(self.sink(&rel, cols, &self.plan.groups, None, dict_floats)?);
+            m.path = Some(rel);
+        }
+        Ok(())
+    }
+}
+
+impl Sinks {
+    /// One sink per file of the layout (§8–§10), with the planned row groups.
+    pub(crate) fn open(
+        inp: &Collected,
+        root: &Path,
+        fin_schema: &Schema,
+        fv: usize,
+        plan: &Plan,
+        cols: &StoredColumns,
+        coords_row_group_size: u64,
+    ) -> Result<Sinks> {
+        let chrom_dirs = chrom_dirs(&inp.chrom_names);
+        let maker = SinkMaker {
+            root,
+            fin_schema,
+            plan,
+            cols,
+            layer_names: portable(
+                &inp.layer_keys
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+            ),
+        };
+        let mut s = Sinks {
+            list: Vec::new(),
+            part_of_chrom: HashMap::new(),
+            spot_files: SpotFilesMeta::default(),
+            tracks_meta: (!cols.tracks.is_empty()).then(|| spec::TracksEntry {
+                path: None,
+                files: None,
+                columns: Vec::new(),
+                other: spec::Members::new(),
+            }),
+            layers_meta: inp
+                .layer_keys
+                .iter()
+                .zip(&cols.layer_types)
+                .map(|(key, &ty)| spec::LayerEntry {
+                    key: key.clone(),
+                    ty,
+                    columns: AXES.iter().map(|a| a.to_string()).collect(),
+                    path: None,
+                    files: None,
+                    other: spec::Members::new(),
+                })
+                .collect(),
+        };
+        let part_meta = |parts: &[Partition]| -> Vec<spec::Partition> {
+            parts
+                .iter()
+                .map(|p| spec::Partition {
+                    chrom: inp.chrom_names[p.chrom as usize].clone(),
+                    chrom_code: p.chrom as i64,
+                    dir: Some(chrom_dirs[p.chrom as usize].clone()),
+                    n_rows: p.rows,
+                    n_row_groups: p.groups.len() as u64,
+                    other: spec::Members::new(),
+                })
+                .collect()
+        };
+        let mut all = cols.key.clone();
+        all.extend(cols.extras_where(inp, fv, |_| true));
+        match inp.layout {
+            Layout::Flat => {
+                s.list
+                    .push(maker.sink("spots.parquet", all, &plan.groups, None, false)?);
+                s.spot_files.path = Some("spots.parquet".into());
+                maker.whole_tables("", false, &mut s)?;
+            }
+            Layout::Partitioned => {
+                let mut files = Vec::new();
+                let mut tfiles = Vec::new();
+                let mut lfiles: Vec<Vec<String>> = vec![Vec::new(); inp.layer_keys.len()];
+                for (p, part) in plan.partitions.iter().enumerate() {
+                    s.part_of_chrom.insert(part.chrom, p);
+                    let d = &chrom_dirs[part.chrom as usize];
+                    let rel = format!("spots/{d}/part-0.parquet");
+                    s.list
+                        .push(maker.sink(&rel, all.clone(), &part.groups, Some(p), false)?);
+                    files.push(rel);
+                    if !cols.tracks.is_empty() {
+                        let rel = format!("spot_tracks/{d}/part-0.parquet");
+                        let tc = cols.tracks.clone();
+                        s.list
+                            .push(maker.sink(&rel, tc, &part.groups, Some(p), false)?);
+                        tfiles.push(rel);
+                    }
+                    for (k, lf) in lfiles.iter_mut().enumerate() {
+                        let rel = format!("layers/{}/{d}/part-0.parquet", maker.layer_names[k]);
+                        let lc = cols.layers[k].clone();
+                        s.list
+                            .push(maker.sink(&rel, lc, &part.groups, Some(p), false)?);
+                        lf.push(rel);
+                    }
+                }
+                s.spot_files.partitions = Some(part_meta(&plan.partitions));
+                s.spot_files.files = Some(files);
+                if let Some(m) = s.tracks_meta.as_mut() {
+                    m.files = Some(tfiles);
+                }
+                for (m, f) in s.layers_meta.iter_mut().zip(lfiles) {
+                    m.files = Some(f);
+                }
+            }
+            Layout::PrimaryCoords => {
+                let prim = cols.extras_where(inp, fv, |s| matches!(s, Storage::Primary));
+                if prim.is_empty() {
+                    s.spot_files.primary_path = Some(None);
+                } else {
+                    let rel = "primary/spots.parquet";
+                    s.list
+                        .push(maker.sink(rel, prim, &plan.groups, None, true)?);
+                    s.spot_files.primary_path = Some(Some(rel.into()));
+                }
+                maker.whole_tables("primary/", true, &mut s)?;
+                let mut files = Vec::new();
+                for (p, part) in plan.coords_parts.iter().enumerate() {
+                    s.part_of_chrom.insert(part.chrom, p);
+                    let rel = format!("coords/{}/part-0.parquet", chrom_dirs[part.chrom as usize]);
+                    let kc = cols.key.clone();
+                    s.list
+                        .push(maker.sink(&rel, kc, &part.groups, Some(p), false)?);
+                    files.push(rel);
+                }
+                s.spot_files.coords_row_group_size = Some(coords_row_group_size);
+                s.spot_files.partitions = Some(part_meta(&plan.coords_parts));
+                s.spot_files.coords_files = Some(files);
+            }
+        }
+        Ok(s)
+    }
+
+    /// Per-partition slices of a merged block (by its chromosome column `chrom_col`); None
+    /// for partitions the block has no rows of.
+    pub(crate) fn split(
+        &self,
+        block: &RecordBatch,
+        chrom_col: usize,
+    ) -> Result<Vec<Option<RecordBatch>>> {
+        let n_parts = self.part_of_chrom.len();
+        let mut parts: Vec<Option<RecordBatch>> = vec![None; n_parts];
+        if n_parts == 0 {
+            return Ok(parts);
+        }
+        let chrom = block.column(chrom_col).as_primitive::<Int32Type>();
+        let mut idx: Vec<Vec<u32>> = vec![Vec::new(); n_parts];
+        for (i, c) in chrom.values().iter().enumerate() {
+            idx[self.part_of_chrom[c]].push(i as u32);
+        }
+        for (p, ix) in idx.into_iter().enumerate() {
+            if ix.is_empty() {
+                continue;
+            }
+            let b = arrow_select::take::take_record_batch(block, &UInt32Array::from(ix))
+                .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+            parts[p] = Some(b);
+        }
+        Ok(parts)
+    }
+
+    /// Hands a merged block to every sink (its partition's slice to partition sinks), on
+    /// `pool` when there is one.
+    pub(crate) fn write(
+        &mut self,
+        block: &RecordBatch,
+        parts: &[Option<RecordBatch>],
+        pool: Option<&rayon::ThreadPool>,
+    ) -> Result<()> {
+        let work = |s: &mut ParquetSink| -> Result<()> {
+            match s.part {
+                None => s.write(block),
+                Some(p) => match &parts[p] {
+                    Some(b) => s.write(b),
+                    None => Ok(()),
+                },
+            }
+        };
+        match pool {
+            Some(pool) => pool.install(|| {
+                use rayon::prelude::*;
+                self.list
+                    .par_iter_mut()
+                    .map(work)
+                    .collect::<Result<Vec<()>>>()
+            })?,
+            None => self
+                .list
+                .iter_mut()
+                .map(work)
+                .collect::<Result<Vec<()>>>()?,
+        };
+        Ok(())
+    }
+}

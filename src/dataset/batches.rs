@@ -1,0 +1,342 @@
+//! Batches in a declared order, read ahead: the access pattern of training loops and
+//! exports (C API §3.1). The cells are cut into batches of `batch_size` rows; while the
+//! caller works on batch k, the dataset's pool plans batches k+1 ..= k+read_ahead and
+//! decompresses the chunks they need into the decoded-data cache, where they stay pinned
+//! until their batch is handed out. Handing out batch k writes its rows from those chunks
+//! straight into the caller's buffers, exactly as `Dataset::gather` of the same cells does.
+//!
+//! Work: every part of it (read-ahead and the batch handed out) runs on the pool of the
+//! dataset's `threads` setting at creation; the calling thread only waits. Memory: the plans
+//! of at most `read_ahead` + 1 batches (a few words per row), and decompressed chunks within
+//! the dataset's cache budget (read-ahead stops when the cache cannot take more, and with a
+//! budget of 0 it only plans).
+//!
+//! Errors: a batch whose plan or data cannot be read returns that error (naming the tile,
+//! and the chunk and cell where one is at fault) from the call that hands it out, and is
+//! then consumed: the iterator stays usable and the next call returns the batch after it.
+//! `BufferTooSmall` consumes nothing. Dropping the iterator cancels what has not started
+//! and waits for the read-ahead work running at that moment (at most one chunk per thread),
+//! so that no work continues after the drop returns.
+
+use std::collections::BTreeMap;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use rayon::ThreadPool;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::pool;
+use crate::tile::ValuesOut;
+
+use super::gather::{GatherPlan, Pins, Prefetch};
+use super::reader::Dataset;
+
+/// Batches prepared ahead when the caller asks for 0.
+pub const DEFAULT_READ_AHEAD: usize = 2;
+/// Most batches prepared ahead (a larger request is capped: memory stays within the cache
+/// budget anyway, and plans are kept per batch).
+pub const MAX_READ_AHEAD: usize = 64;
+
+/// A batch planned (and its chunks read ahead as far as the cache allowed).
+struct Prepared {
+    plan: GatherPlan,
+    pins: Pins,
+}
+
+enum Slot {
+    /// Handed to the pool, not started.
+    Queued,
+    Running,
+    Done(Result<Prepared>),
+}
+
+#[derive(Default)]
+struct State {
+    cancelled: bool,
+    /// Read-ahead jobs running now (not merely queued).
+    running: usize,
+    slots: BTreeMap<usize, Slot>,
+}
+
+struct Shared {
+    ds: Arc<Dataset>,
+    cells: Vec<u64>,
+    batch_size: usize,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn batch_cells(&self, k: usize) -> &[u64] {
+        let a = k * self.batch_size;
+        &self.cells[a..(a + self.batch_size).min(self.cells.len())]
+    }
+
+    /// Plans batch `k` and reads its chunks ahead into the cache, pinning them; stops at the
+    /// first chunk the cache has no room for, and when cancelled.
+    fn prepare(&self, k: usize) -> Result<Prepared> {
+        let plan = self.ds.plan_gather(self.batch_cells(k))?;
+        let mut pins = Pins::new();
+        let sources = self.ds.tile_sources(&plan);
+        for unit in plan.units() {
+            if self.lock().cancelled {
+                break;
+            }
+            let t = plan.tiles()[unit.slot];
+            let r = self.ds.prefetch_chunk(t, unit, &sources[unit.slot]);
+            sources[unit.slot].finish_unit();
+            match r {
+                Ok(Prefetch::Ready(c)) => {
+                    pins.insert((t, unit.chunk), c);
+                }
+                Ok(Prefetch::Busy) => {}
+                // A chunk that fails to read fails again, with its precise error, when the
+                // batch is handed out.
+                Ok(Prefetch::NoRoom) | Err(_) => break,
+            }
+        }
+        Ok(Prepared { plan, pins })
+    }
+}
+
+/// The read-ahead job of batch `k` (runs on the pool).
+fn read_ahead_job(shared: Arc<Shared>, k: usize) {
+    {
+        let mut st = shared.lock();
+        if st.cancelled {
+            return;
+        }
+        st.running += 1;
+        st.slots.insert(k, Slot::Running);
+    }
+    let result = panic::catch_unwind(AssertUnwindSafe(|| shared.prepare(k)))
+        .unwrap_or_else(|_| Err(Error::new(ErrorKind::Internal, "a read-ahead job panicked")));
+    let mut st = shared.lock();
+    st.running -= 1;
+    if !st.cancelled {
+        st.slots.insert(k, Slot::Done(result));
+    }
+    drop(st);
+    shared.changed.notify_all();
+}
+
+/// An iterator over batches of a dataset's cells; see the module documentation.
+pub struct Batches {
+    shared: Arc<Shared>,
+    pool: Arc<ThreadPool>,
+    threads: usize,
+    read_ahead: usize,
+    n_batches: usize,
+    /// The batch handed out next.
+    next: usize,
+    /// Batch `next`, taken from its slot by `peek` (or kept after `BufferTooSmall`).
+    held: Option<Result<Prepared>>,
+}
+
+impl Batches {
+    /// Iterates `cells` (any order, repeats allowed) in batches of `batch_size` rows, the
+    /// last possibly shorter, preparing up to `read_ahead` batches ahead (0 = 2, at most
+    /// 64).
+    ///
+    /// Errors: `InvalidArgument` (batch_size 0), `OutOfRange` (a cell >= n_cells, named by
+    /// its index; all are checked here), `Io` (the pool's threads cannot start).
+    pub fn new(
+        ds: Arc<Dataset>,
+        cells: &[u64],
+        batch_size: usize,
+        read_ahead: usize,
+    ) -> Result<Batches> {
+        if batch_size == 0 {
+            return Err(Error::invalid_argument(
+                "batch_size is 0, must be at least 1",
+            ));
+        }
+        let n_cells = ds.info().n_cells;
+        if let Some(i) = cells.iter().position(|&c| c >= n_cells) {
+            return Err(Error::new(
+                ErrorKind::OutOfRange,
+                format!(
+                    "cells[{i}] = {} is out of range: the dataset has n_cells = {n_cells}",
+                    cells[i]
+                ),
+            ));
+        }
+        let threads = ds.resolved_threads();
+        let pool = pool::pool(threads)?;
+        let read_ahead = match read_ahead {
+            0 => DEFAULT_READ_AHEAD,
+            r => r.min(MAX_READ_AHEAD),
+        };
+        let n_batches = cells.len().div_ceil(batch_size);
+        let shared = Arc::new(Shared {
+            ds,
+            cells: cells.to_vec(),
+            batch_size,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        });
+        let b = Batches {
+            shared,
+            pool,
+            threads,
+            read_ahead,
+            n_batches,
+            next: 0,
+            held: None,
+        };
+        b.schedule();
+        Ok(b)
+    }
+
+    /// Batches in all.
+    pub fn n_batches(&self) -> usize {
+        self.n_batches
+    }
+
+    /// Hands batches next ..= next + read_ahead that are not yet scheduled to the pool.
+    fn schedule(&self) {
+        let last = (self.next + self.read_ahead).min(self.n_batches.saturating_sub(1));
+        let mut st = self.shared.lock();
+        for k in self.next..=last {
+            if k >= self.n_batches || st.slots.contains_key(&k) {
+                continue;
+            }
+            st.slots.insert(k, Slot::Queued);
+            let shared = self.shared.clone();
+            self.pool.spawn(move || read_ahead_job(shared, k));
+        }
+    }
+
+    /// Takes batch `next` from its slot, waiting for its read-ahead job.
+    fn take_next(&mut self) -> Result<Prepared> {
+        if let Some(p) = self.held.take() {
+            return p;
+        }
+        let mut st = self.shared.lock();
+        loop {
+            match st.slots.remove(&self.next) {
+                Some(Slot::Done(r)) => return r,
+                Some(s @ (Slot::Queued | Slot::Running)) => {
+                    st.slots.insert(self.next, s);
+                    st = self
+                        .shared
+                        .changed
+                        .wait(st)
+                        .unwrap_or_else(|p| p.into_inner());
+                }
+                None => {
+                    // Never scheduled (cannot happen while `schedule` runs after every
+                    // step); plan it here rather than hang.
+                    drop(st);
+                    let k = self.next;
+                    let shared = self.shared.clone();
+                    return self.pool.install(move || shared.prepare(k));
+                }
+            }
+        }
+    }
+
+    /// Rows and nonzeros of the next batch, (0, 0) at the end. Reads the plan of the batch
+    /// (waiting for its read-ahead); an error is returned again, and consumed, by `next_into`.
+    pub fn peek(&mut self) -> Result<(u64, u64)> {
+        if self.next >= self.n_batches {
+            return Ok((0, 0));
+        }
+        let p = self.take_next();
+        let r = match &p {
+            Ok(p) => Ok((p.plan.n_rows() as u64, p.plan.nnz())),
+            Err(e) => Err(e.clone()),
+        };
+        self.held = Some(p);
+        r
+    }
+
+    /// The next batch into caller buffers, as `Dataset::gather` writes it: returns (rows,
+    /// nnz), (0, 0) at the end. `BufferTooSmall { needed }` leaves the batch the next one;
+    /// any other error consumes it (see the module documentation).
+    pub fn next_into(
+        &mut self,
+        indptr: &mut [i64],
+        indices: &mut [i32],
+        values: ValuesOut<'_>,
+    ) -> Result<(u64, u64)> {
+        if self.next >= self.n_batches {
+            return Ok((0, 0));
+        }
+        let prepared = match self.take_next() {
+            Ok(p) => p,
+            Err(e) => {
+                self.advance();
+                return Err(e);
+            }
+        };
+        let (rows, nnz) = (prepared.plan.n_rows(), prepared.plan.nnz());
+        let have = indices.len().min(values.len()) as u64;
+        if have < nnz || indptr.len() < rows + 1 {
+            let e = if have < nnz {
+                Error::new(
+                    ErrorKind::BufferTooSmall { needed: nnz },
+                    format!(
+                        "batch {}: output holds {have} nonzeros, its {rows} rows have {nnz}",
+                        self.next
+                    ),
+                )
+            } else {
+                Error::invalid_argument(format!(
+                    "batch {}: indptr holds {} entries, {rows} rows need {}",
+                    self.next,
+                    indptr.len(),
+                    rows + 1
+                ))
+            };
+            self.held = Some(Ok(prepared));
+            return Err(e);
+        }
+        let (ds, threads) = (&self.shared.ds, self.threads);
+        let r = self.pool.install(|| {
+            ds.gather_pinned(
+                &prepared.plan,
+                &prepared.pins,
+                threads,
+                indptr,
+                indices,
+                values,
+            )
+        });
+        drop(prepared);
+        self.advance();
+        r.map(|nnz| (rows as u64, nnz))
+    }
+
+    fn advance(&mut self) {
+        self.next += 1;
+        self.schedule();
+    }
+
+    /// Threads the iterator's work runs on.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+}
+
+impl Drop for Batches {
+    fn drop(&mut self) {
+        let mut st = self.shared.lock();
+        st.cancelled = true;
+        while st.running > 0 {
+            st = self
+                .shared
+                .changed
+                .wait(st)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        // Release what was read ahead (pins) now, not when queued jobs get to run.
+        let slots = std::mem::take(&mut st.slots);
+        drop(st);
+        drop(slots);
+    }
+}
