@@ -11,34 +11,8 @@ use object_store::http::HttpBuilder;
 use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, RetryConfig};
 
 use crate::error::{Error, Result};
-use crate::storage::location::{Location, RemoteUrl, Scheme};
+use crate::storage::location::{RemoteUrl, Scheme};
 use crate::storage::options::Options;
-
-/// Whether `key` is a setting of the backend of `location` (of any backend for a path).
-pub(crate) fn check_key(key: &str, location: &Location) -> Result<()> {
-    let known = |scheme: Scheme| match scheme {
-        Scheme::S3 => key.parse::<AmazonS3ConfigKey>().is_ok(),
-        Scheme::Gcs => key.parse::<GoogleConfigKey>().is_ok(),
-        Scheme::Azure => key.parse::<AzureConfigKey>().is_ok(),
-        Scheme::Http => key.parse::<ClientConfigKey>().is_ok(),
-    };
-    let all = [Scheme::S3, Scheme::Gcs, Scheme::Azure, Scheme::Http];
-    let (ok, what) = match location {
-        Location::Remote(u) => (known(u.scheme), format!("a {} setting", u.scheme.name())),
-        Location::Local(_) => (
-            all.into_iter().any(known),
-            "an object-store setting".to_string(),
-        ),
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid_argument(format!(
-            "unknown option \"{key}\": neither max_concurrency, timeout_ms, retries nor {what} \
-             (object_store's configuration key names)"
-        )))
-    }
-}
 
 /// Total time one operation may take: every attempt's timeout plus the backoff between
 /// attempts (exponential from 100 ms, at most 5 s each).

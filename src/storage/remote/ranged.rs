@@ -75,11 +75,11 @@ impl RangedObject {
     /// Fetches the last `n` bytes (the footer of a Parquet file, usually).
     pub fn prefetch_tail(&self, n: u64) -> Result<()> {
         let n = n.min(self.len);
-        self.prefetch(vec![self.len - n..self.len])
+        self.prefetch(std::iter::once(self.len - n..self.len))
     }
 
     /// Fetches `ranges` not yet held (coalesced, concurrently), and holds them.
-    pub fn prefetch(&self, ranges: Vec<Range<u64>>) -> Result<()> {
+    pub fn prefetch(&self, ranges: impl IntoIterator<Item = Range<u64>>) -> Result<()> {
         let mut missing: Vec<Range<u64>> = ranges
             .into_iter()
             .map(|r| r.start.min(self.len)..r.end.min(self.len))
@@ -125,7 +125,7 @@ impl RangedObject {
             return Ok(b);
         }
         let end = (start + (len as u64).max(MISS_READ)).min(self.len);
-        self.prefetch(vec![start..end])?;
+        self.prefetch(std::iter::once(start..end))?;
         match self.find(start, len) {
             Some(b) => Ok(b),
             None => Err(crate::error::Error::format(format!(
