@@ -62,6 +62,18 @@ struct Args {
     seed: u64,
     python: bool,
     keep: bool,
+    phase: Phase,
+    dir: Option<PathBuf>,
+}
+
+/// Which part of the benchmark to run (`--phase`): `write` generates the input and writes
+/// the stores (kept for a later `read`), `read` benchmarks the stores a `write` left in the
+/// same `--dir`, `all` does both, store by store, deleting each after its reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Write,
+    Read,
+    All,
 }
 
 fn args(v: &[String]) -> Args {
@@ -75,6 +87,8 @@ fn args(v: &[String]) -> Args {
         seed: 42,
         python: true,
         keep: false,
+        phase: Phase::All,
+        dir: None,
     };
     let mut i = 0;
     while i < v.len() {
@@ -92,6 +106,15 @@ fn args(v: &[String]) -> Args {
             "--traces" => a.traces = num(&next) as usize,
             "--cells" => a.cells = num(&next) as usize,
             "--seed" => a.seed = num(&next),
+            "--phase" => {
+                a.phase = match next.as_str() {
+                    "write" => Phase::Write,
+                    "read" => Phase::Read,
+                    "all" => Phase::All,
+                    other => panic!("--phase: write, read or all, not {other:?}"),
+                }
+            }
+            "--dir" => a.dir = Some(PathBuf::from(&next)),
             "--no-python" => {
                 a.python = false;
                 i += 1;
@@ -245,11 +268,16 @@ fn read_ipc(path: &Path) -> arrow_ipc::reader::FileReader<BufReader<File>> {
 
 /// Peak resident set size of this process (VmHWM), kB.
 fn vm_hwm_kb() -> u64 {
+    vm_kb("VmHWM:")
+}
+
+/// A kB figure of /proc/self/status (`VmHWM:`, `VmRSS:`).
+fn vm_kb(key: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(key))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
         })
@@ -331,19 +359,31 @@ fn child_write(v: &[String]) {
     );
 }
 
-/// `--child-read STORE`: opens (timed separately) and reads every spot, all columns.
+/// `--child-read STORE all|coords`: opens (timed separately) and reads every spot; prints
+/// the times, peak RSS, RSS after open and the result's size.
 fn child_read(v: &[String]) {
+    let columns = match v.get(1).map(String::as_str) {
+        Some("coords") => Columns::Coords,
+        _ => Columns::All,
+    };
     let t = Instant::now();
     let cd = ChromData::open(&v[0]).unwrap();
     let open = t.elapsed().as_secs_f64();
+    let open_rss = vm_kb("VmRSS:");
     let t = Instant::now();
     let before = cd.row_group_reads();
-    let b = cd.read_spots(false, &Columns::All).unwrap();
+    let b = cd.read_spots(false, &columns).unwrap();
     let secs = t.elapsed().as_secs_f64();
+    let result_bytes: usize = b
+        .columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
+        .sum();
     println!(
         "{}",
         json!({"open": open, "secs": secs, "rows": b.num_rows(), "cols": b.num_columns(),
-               "decoded": cd.row_group_reads() - before, "peak_rss_kb": vm_hwm_kb()})
+               "decoded": cd.row_group_reads() - before, "peak_rss_kb": vm_hwm_kb(),
+               "open_rss_kb": open_rss, "result_bytes": result_bytes})
     );
 }
 
@@ -554,7 +594,41 @@ fn py_median(v: &Option<Value>, kind: &str, key: &str) -> f64 {
     median(&xs)
 }
 
-/// Read benchmarks of one store; returns the per-kind rows and the full-read row.
+/// A full read (`read_spots`, all columns or coords) of one store: ours (median of
+/// `FULL_RUNS` fresh processes) and pyarrow on the same row groups and columns.
+struct FullRow {
+    store: String,
+    columns: &'static str,
+    ours: f64,
+    /// Peak RSS, RSS after open, result size (bytes), of our median run.
+    peak: u64,
+    open_rss: u64,
+    result: u64,
+    /// Decoded bytes of the largest partition (2.1 / 2.2) or row group (2.0) of the read:
+    /// the design's bound on a full read's peak is the result plus one partition.
+    partition: u64,
+    py: f64,
+    py_peak: u64,
+}
+
+/// Fresh processes per full read of ours (median taken).
+const FULL_RUNS: usize = 3;
+
+/// Largest share of the rows in one partition (2.1 / 2.2: one file of the coords-only full
+/// read per partition) or in one row group (2.0: a single file).
+fn largest_partition_share(store: &Path) -> f64 {
+    let cd = ChromData::open(store).unwrap();
+    let plan = cd.read_plan(&PlanQuery::All, &Columns::Coords).unwrap();
+    let groups = |f: &FileRead| f.row_groups.len() as f64;
+    let total: f64 = plan.iter().map(groups).sum();
+    let largest = match cd.info().layout {
+        Layout::Flat => 1.0,
+        _ => plan.iter().map(groups).fold(0.0, f64::max),
+    };
+    largest / total.max(1.0)
+}
+
+/// Read benchmarks of one store; returns the per-kind rows and the full-read rows.
 fn bench_reads(
     ctx: &Ctx,
     label: &str,
@@ -562,7 +636,7 @@ fn bench_reads(
     traces: &[CatValue],
     cells: &[CatValue],
     chroms: &[String],
-) -> (Vec<ReadRow>, (f64, u64, f64, u64)) {
+) -> (Vec<ReadRow>, Vec<FullRow>) {
     // Open: fresh handle each time, median of 5.
     let mut open = Vec::new();
     for _ in 0..5 {
@@ -572,9 +646,14 @@ fn bench_reads(
         drop(cd);
     }
     let cd = ChromData::open(store).unwrap();
-    let all_reads = cd.read_plan(&PlanQuery::All, &Columns::All).unwrap();
-    let all_groups: usize = all_reads.iter().map(|f| f.row_groups.len()).sum();
-    let all_plan = plan_json(&all_reads);
+    let full_plans: Vec<(&'static str, Columns, Vec<FileRead>)> =
+        [("all columns", Columns::All), ("coords", Columns::Coords)]
+            .into_iter()
+            .map(|(name, c)| {
+                let plan = cd.read_plan(&PlanQuery::All, &c).unwrap();
+                (name, c, plan)
+            })
+            .collect();
     drop(cd);
     let q = |f: fn(CatValue) -> PlanQuery, ids: &[CatValue]| -> Vec<PlanQuery> {
         ids.iter().cloned().map(f).collect()
@@ -591,21 +670,17 @@ fn bench_reads(
         time_kind(store, "get_chrom (all columns)", &chrom_q, &Columns::All),
         time_kind(store, "get_chrom (coords)", &chrom_q, &Columns::Coords),
     ];
-    let mut queries = vec![json!({"kind": "open", "items": [all_plan.clone()]})];
+    let all_plan = plan_json(&full_plans[0].2);
+    let mut queries = vec![json!({"kind": "open", "items": [all_plan]})];
     for k in &kinds {
         queries.push(json!({"kind": k.name, "items": k.plans}));
     }
-    queries.push(json!({"kind": "full read", "items": [all_plan.clone()]}));
+    for (name, _, plan) in &full_plans {
+        let item = plan_json(plan);
+        queries.push(json!({"kind": format!("full read ({name})"),
+                            "items": vec![item; FULL_RUNS]}));
+    }
     let py = py_read(ctx, store, Value::Array(queries), false);
-
-    // Full read with peak memory: ours and pyarrow, each in a fresh process.
-    let full = run_json(self_cmd().arg("--child-read").arg(store));
-    let py_full = py_read(
-        ctx,
-        store,
-        json!([{"kind": "full read", "items": [all_plan]}]),
-        true,
-    );
 
     let mut rows = vec![ReadRow {
         store: label.into(),
@@ -627,25 +702,55 @@ fn bench_reads(
             py1: py_median(&py, k.name, "single"),
         });
     }
-    let full_secs = full["secs"].as_f64().unwrap();
-    rows.push(ReadRow {
-        store: label.into(),
-        kind: "full read (read_spots)".into(),
-        n: 1,
-        groups: format!("{} / {all_groups}", full["decoded"]),
-        ours: full_secs,
-        py: py_median(&py, "full read", "threads"),
-        py1: py_median(&py, "full read", "single"),
-    });
-    let peak = full["peak_rss_kb"].as_u64().unwrap() * 1024;
-    let (py_secs, py_peak) = match &py_full {
-        Some(v) => (
-            py_median(&py_full, "full read", "threads"),
-            v["peak_rss_kb"].as_u64().unwrap_or(0) * 1024,
-        ),
-        None => (f64::NAN, 0),
-    };
-    (rows, (full_secs, peak, py_secs, py_peak))
+    // Full reads: ours in fresh processes (time and memory), pyarrow's memory in a fresh
+    // process of its own.
+    let share = largest_partition_share(store);
+    let mut fulls = Vec::new();
+    for (name, _, plan) in &full_plans {
+        let arg = if *name == "coords" { "coords" } else { "all" };
+        let mut runs: Vec<Value> = (0..FULL_RUNS)
+            .map(|_| run_json(self_cmd().arg("--child-read").arg(store).arg(arg)))
+            .collect();
+        runs.sort_by(|a, b| a["secs"].as_f64().partial_cmp(&b["secs"].as_f64()).unwrap());
+        let mid = &runs[FULL_RUNS / 2];
+        let kind = format!("full read ({name})");
+        let py_full = py_read(
+            ctx,
+            store,
+            json!([{"kind": kind.clone(), "items": [plan_json(plan)]}]),
+            true,
+        );
+        let result = mid["result_bytes"].as_u64().unwrap();
+        rows.push(ReadRow {
+            store: label.into(),
+            kind: format!("{kind}, median of {FULL_RUNS}"),
+            n: FULL_RUNS,
+            groups: format!(
+                "{} / {}",
+                mid["decoded"],
+                plan.iter().map(|f| f.row_groups.len()).sum::<usize>()
+            ),
+            ours: mid["secs"].as_f64().unwrap(),
+            py: py_median(&py, &kind, "threads"),
+            py1: py_median(&py, &kind, "single"),
+        });
+        fulls.push(FullRow {
+            store: label.into(),
+            columns: name,
+            ours: mid["secs"].as_f64().unwrap(),
+            peak: mid["peak_rss_kb"].as_u64().unwrap() * 1024,
+            open_rss: mid["open_rss_kb"].as_u64().unwrap() * 1024,
+            result,
+            partition: (result as f64 * share) as u64,
+            py: py_median(&py, &kind, "threads"),
+            py_peak: py_full
+                .as_ref()
+                .and_then(|v| v["peak_rss_kb"].as_u64())
+                .unwrap_or(0)
+                * 1024,
+        });
+    }
+    (rows, fulls)
 }
 
 fn main() {
@@ -658,8 +763,13 @@ fn main() {
     }
     let a = args(&argv);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = root.join("target/bench-chromdata");
-    remove(&dir);
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(|| root.join("target/bench-chromdata"));
+    if a.phase != Phase::Read {
+        remove(&dir);
+    }
     std::fs::create_dir_all(&dir).unwrap();
     let py_version = if a.python { python_ok() } else { None };
     let ctx = Ctx {
@@ -671,41 +781,43 @@ fn main() {
         script: root.join("tests/chromdata/bench_pyarrow.py"),
     };
     let load_before = shell("uptime");
-
-    // The dataset, once, as an Arrow IPC file.
     let bins = make_bins(a.chroms);
     let s = shape(&a, &bins);
-    write_ipc(&ctx.bins, std::iter::once(bins.clone()));
-    let t = Instant::now();
-    let mut rng = Rng(a.seed);
-    let mut left = a.spots as usize;
-    write_ipc(
-        &ctx.input,
-        std::iter::from_fn(|| {
-            if left == 0 {
-                return None;
-            }
-            let n = left.min(BATCH_ROWS);
-            left -= n;
-            Some(make_batch(&mut rng, n, &a, &s))
-        }),
-    );
-    let gen_secs = t.elapsed().as_secs_f64();
-    let input_bytes = disk_bytes(&ctx.input);
 
     println!("## ChromData benchmark\n");
+    if a.phase != Phase::Read {
+        // The dataset, once, as an Arrow IPC file.
+        write_ipc(&ctx.bins, std::iter::once(bins.clone()));
+        let t = Instant::now();
+        let mut rng = Rng(a.seed);
+        let mut left = a.spots as usize;
+        write_ipc(
+            &ctx.input,
+            std::iter::from_fn(|| {
+                if left == 0 {
+                    return None;
+                }
+                let n = left.min(BATCH_ROWS);
+                left -= n;
+                Some(make_batch(&mut rng, n, &a, &s))
+            }),
+        );
+        println!(
+            "Arrow IPC input {} (generated in {:.1} s).",
+            mb(disk_bytes(&ctx.input) as f64),
+            t.elapsed().as_secs_f64()
+        );
+    }
     println!(
         "{} spots, {} float32 spot tracks, {} cells, {} traces, {} bins on {} chromosomes; \
-         x/y/z float64 (~0.2 % NaN); input shuffled (cell, trace, bin drawn per row); \
-         Arrow IPC input {} (generated in {:.1} s). Writer memory budget {} MiB.",
+         x/y/z float64 (~0.2 % NaN); input shuffled (cell, trace, bin drawn per row). \
+         Writer memory budget {} MiB.",
         a.spots,
         a.tracks,
         s.n_cells,
         2 * s.n_cells,
         s.n_bins,
         a.chroms,
-        mb(input_bytes as f64),
-        gen_secs,
         a.budget_mb
     );
     println!(
@@ -730,85 +842,47 @@ fn main() {
         .map(|c| c.to_string())
         .collect();
 
-    // 1. Writes (+ reads of each store right after its write, then it is deleted).
-    struct WriteRow {
-        store: String,
-        secs: f64,
-        peak: u64,
-        bytes: u64,
-    }
     let mut writes: Vec<WriteRow> = Vec::new();
-    let input = child_write_run(&ctx, "input", &dir.join("none"));
-    let input_secs = input["secs"].as_f64().unwrap();
-
+    let mut input_secs = f64::NAN;
+    let mut base = (f64::NAN, 0u64);
     let pq_rs = dir.join("flat-rs.parquet");
-    let v = child_write_run(&ctx, "parquet", &pq_rs);
-    let base_secs = v["secs"].as_f64().unwrap();
-    let base_bytes = disk_bytes(&pq_rs);
-    writes.push(WriteRow {
-        store: "flat Parquet, parquet crate (baseline)".into(),
-        secs: base_secs,
-        peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
-        bytes: base_bytes,
-    });
-    let mut full_rows: Vec<(String, (f64, u64, f64, u64))> = Vec::new();
-    // pyarrow reading the whole baseline file (reference for the full reads).
-    if ctx.python {
-        let md = parquet::file::reader::FileReader::metadata(
-            &parquet::file::serialized_reader::SerializedFileReader::new(
-                File::open(&pq_rs).unwrap(),
-            )
-            .unwrap(),
-        )
-        .clone();
-        let groups: Vec<usize> = (0..md.num_row_groups()).collect();
-        let cols: Vec<String> = md
-            .file_metadata()
-            .schema_descr()
-            .root_schema()
-            .get_fields()
-            .iter()
-            .map(|f| f.name().to_string())
-            .collect();
-        let item = json!([{"path": "", "row_groups": groups, "columns": cols}]);
-        let py = py_read(
-            &ctx,
-            &pq_rs,
-            json!([{"kind": "full read", "items": [item]}]),
-            true,
-        );
-        full_rows.push((
-            "flat Parquet baseline file (input order)".into(),
-            (
-                f64::NAN,
-                0,
-                py_median(&py, "full read", "threads"),
-                py.as_ref()
-                    .and_then(|v| v["peak_rss_kb"].as_u64())
-                    .unwrap_or(0)
-                    * 1024,
-            ),
-        ));
-    }
-    remove(&pq_rs);
-
-    if ctx.python {
-        let pq_py = dir.join("flat-pyarrow.parquet");
-        let v = run_json(
-            Command::new("python3")
-                .arg(&ctx.script)
-                .arg("write")
-                .arg(&ctx.input)
-                .arg(&pq_py)
-                .arg(FLAT_ROW_GROUP.to_string()),
-        );
+    if a.phase != Phase::Read {
+        input_secs = child_write_run(&ctx, "input", &dir.join("none"))["secs"]
+            .as_f64()
+            .unwrap();
+        let v = child_write_run(&ctx, "parquet", &pq_rs);
+        base = (v["secs"].as_f64().unwrap(), disk_bytes(&pq_rs));
         writes.push(WriteRow {
-            store: "flat Parquet, pyarrow.parquet.write_table".into(),
-            secs: v["secs"].as_f64().unwrap(),
+            store: "flat Parquet, parquet crate (baseline)".into(),
+            secs: base.0,
             peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
-            bytes: disk_bytes(&pq_py),
+            bytes: base.1,
         });
-        remove(&pq_py);
+        if ctx.python {
+            let pq_py = dir.join("flat-pyarrow.parquet");
+            let v = run_json(
+                Command::new("python3")
+                    .arg(&ctx.script)
+                    .arg("write")
+                    .arg(&ctx.input)
+                    .arg(&pq_py)
+                    .arg(FLAT_ROW_GROUP.to_string()),
+            );
+            writes.push(WriteRow {
+                store: "flat Parquet, pyarrow.parquet.write_table".into(),
+                secs: v["secs"].as_f64().unwrap(),
+                peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
+                bytes: disk_bytes(&pq_py),
+            });
+            remove(&pq_py);
+        }
+    }
+    let mut full_rows: Vec<FullRow> = Vec::new();
+    if a.phase != Phase::Write && ctx.python && pq_rs.exists() {
+        full_rows.push(baseline_full_read(&ctx, &pq_rs));
+    }
+    if a.phase == Phase::All {
+        remove(&pq_rs);
     }
 
     let mut reads: Vec<ReadRow> = Vec::new();
@@ -819,21 +893,90 @@ fn main() {
         ("primary", "2.2 primary+coords .cdz", "bench-2.2.cdz"),
     ] {
         let out = dir.join(name);
-        let v = child_write_run(&ctx, kind, &out);
-        assert_eq!(v["rows"].as_u64(), Some(a.spots));
-        writes.push(WriteRow {
-            store: format!("{label} (ours, streaming)"),
-            secs: v["secs"].as_f64().unwrap(),
-            peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
-            bytes: disk_bytes(&out),
-        });
-        let (r, full) = bench_reads(&ctx, label, &out, &traces, &cells, &chroms);
-        reads.extend(r);
-        full_rows.push((label.to_string(), full));
-        remove(&out);
+        if a.phase != Phase::Read {
+            let v = child_write_run(&ctx, kind, &out);
+            assert_eq!(v["rows"].as_u64(), Some(a.spots));
+            writes.push(WriteRow {
+                store: format!("{label} (ours, streaming)"),
+                secs: v["secs"].as_f64().unwrap(),
+                peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
+                bytes: disk_bytes(&out),
+            });
+        }
+        if a.phase != Phase::Write {
+            let (r, full) = bench_reads(&ctx, label, &out, &traces, &cells, &chroms);
+            reads.extend(r);
+            full_rows.extend(full);
+        }
+        if a.phase == Phase::All {
+            remove(&out);
+        }
     }
     let load_after = shell("uptime");
+    if a.phase != Phase::Read {
+        print_writes(&writes, input_secs, base, ctx.python);
+    }
+    if a.phase != Phase::Write {
+        print_reads(&a, &reads, &full_rows);
+    }
+    println!("\nLoad before: `{load_before}`; after: `{load_after}`.");
 
+    if a.phase != Phase::All || a.keep {
+        eprintln!("kept {}", dir.display());
+    } else {
+        remove(&dir);
+    }
+}
+
+struct WriteRow {
+    store: String,
+    secs: f64,
+    peak: u64,
+    bytes: u64,
+}
+
+/// pyarrow reading the whole flat Parquet baseline file (reference for the full reads).
+fn baseline_full_read(ctx: &Ctx, pq_rs: &Path) -> FullRow {
+    let md = parquet::file::reader::FileReader::metadata(
+        &parquet::file::serialized_reader::SerializedFileReader::new(File::open(pq_rs).unwrap())
+            .unwrap(),
+    )
+    .clone();
+    let groups: Vec<usize> = (0..md.num_row_groups()).collect();
+    let cols: Vec<String> = md
+        .file_metadata()
+        .schema_descr()
+        .root_schema()
+        .get_fields()
+        .iter()
+        .map(|f| f.name().to_string())
+        .collect();
+    let item = json!([{"path": "", "row_groups": groups, "columns": cols}]);
+    let py = py_read(
+        ctx,
+        pq_rs,
+        json!([{"kind": "full read", "items": [item]}]),
+        true,
+    );
+    FullRow {
+        store: "flat Parquet baseline file (input order)".into(),
+        columns: "all columns",
+        ours: f64::NAN,
+        peak: 0,
+        open_rss: 0,
+        result: 0,
+        partition: 0,
+        py: py_median(&py, "full read", "threads"),
+        py_peak: py
+            .as_ref()
+            .and_then(|v| v["peak_rss_kb"].as_u64())
+            .unwrap_or(0)
+            * 1024,
+    }
+}
+
+fn print_writes(writes: &[WriteRow], input_secs: f64, base: (f64, u64), python: bool) {
+    let (base_secs, base_bytes) = base;
     println!("### ChromData: writing\n");
     println!(
         "Time from the first IPC batch read to the file closed (streaming from the IPC file; \
@@ -843,7 +986,7 @@ fn main() {
     );
     println!("| store | write time | vs parquet crate | peak RSS | size on disk | size vs parquet crate |");
     println!("|---|---|---|---|---|---|");
-    for w in &writes {
+    for w in writes {
         println!(
             "| {} | {} | {} | {} | {} | {} |",
             w.store,
@@ -854,10 +997,12 @@ fn main() {
             ratio(w.bytes as f64, base_bytes as f64)
         );
     }
-    if !ctx.python {
+    if !python {
         println!("\nNo pyarrow rows (--no-python, or python3 -c 'import pyarrow' failed).");
     }
+}
 
+fn print_reads(a: &Args, reads: &[ReadRow], full_rows: &[FullRow]) {
     println!("\n### ChromData: reading\n");
     println!(
         "Median per query ({} random traces, {} random cells, each of the {} chromosomes); one \
@@ -873,7 +1018,7 @@ fn main() {
     );
     println!("| store | query | n | row groups: ours decoded / pyarrow read | ours | pyarrow (threads) | ours / pyarrow | pyarrow (1 thread) | ours / pyarrow 1 thread |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    for r in &reads {
+    for r in reads {
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.store,
@@ -887,10 +1032,18 @@ fn main() {
             ratio(r.ours, r.py1)
         );
     }
-    println!("\n#### Full read: time and peak memory (each in a fresh process)\n");
-    println!("| store | ours: read_spots | ours: peak RSS | pyarrow: same reads | pyarrow: peak RSS | peak ours / pyarrow |");
-    println!("|---|---|---|---|---|---|");
-    for (label, (s_ours, p_ours, s_py, p_py)) in &full_rows {
+    println!("\n#### Full read: time and memory\n");
+    println!(
+        "Ours: median of {FULL_RUNS} fresh processes (open, then read_spots); memory of that \
+         run: peak RSS (VmHWM), RSS after open, the result's size (Arrow buffers of its \
+         columns), and what the read needed beyond open + result (the design's bound: one \
+         partition — for 2.0 one row group — decoded, given beside it). pyarrow: time as in \
+         the table above (median of {FULL_RUNS}); peak RSS of a fresh process doing the same \
+         reads once.\n"
+    );
+    println!("| store | columns | ours | pyarrow (threads) | ours / pyarrow | ours: peak RSS | after open | result | peak - open - result | one partition | pyarrow: peak RSS | peak ours / pyarrow |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for f in full_rows {
         let pm = |p: u64| {
             if p == 0 {
                 "n/a".to_string()
@@ -898,24 +1051,25 @@ fn main() {
                 mb(p as f64)
             }
         };
+        let over = (f.peak as f64) - (f.open_rss as f64) - (f.result as f64);
         println!(
-            "| {label} | {} | {} | {} | {} | {} |",
-            secs(*s_ours),
-            pm(*p_ours),
-            secs(*s_py),
-            pm(*p_py),
-            if *p_ours == 0 || *p_py == 0 {
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            f.store,
+            f.columns,
+            secs(f.ours),
+            secs(f.py),
+            ratio(f.ours, f.py),
+            pm(f.peak),
+            pm(f.open_rss),
+            pm(f.result),
+            if f.peak == 0 { "n/a".into() } else { mb(over) },
+            pm(f.partition),
+            pm(f.py_peak),
+            if f.peak == 0 || f.py_peak == 0 {
                 "n/a".into()
             } else {
-                ratio(*p_ours as f64, *p_py as f64)
+                ratio(f.peak as f64, f.py_peak as f64)
             }
         );
-    }
-    println!("\nLoad before: `{load_before}`; after: `{load_after}`.");
-
-    if a.keep {
-        eprintln!("kept {}", dir.display());
-    } else {
-        remove(&dir);
     }
 }

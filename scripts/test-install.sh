@@ -8,7 +8,8 @@
 #   5. the C++ wrapper deltacells.hpp from the prefix, with pkg-config,
 #   6. the C++ example examples-cpp/trace_distances (typed Arrow access through
 #      deltacells.hpp) with find_package, shared and static, checked on a ChromData store
-#      against the pandas answer of tests/chromdata/make_stores.py,
+#      against the pandas answer of tests/chromdata/make_stores.py, and again built with
+#      pkg-config (shared and static),
 # runs each program, and checks that the statically linked ones need no libdeltacells at
 # run time (ldd lists only system libraries). Uses the build directory `build` of
 # scripts/test.sh (configured and built here if needed; cargo does nothing when current).
@@ -157,4 +158,17 @@ for target in deltacells::deltacells deltacells::deltacells_static; do
     check_static "$work/cmake-$n/trace_distances"
   fi
 done
+echo "== C++ example examples-cpp/trace_distances, pkg-config, shared and static"
+# shellcheck disable=SC2046
+${CXX:-c++} -std=c++17 -Wall -Wextra -Werror examples-cpp/trace_distances.cpp \
+    -o "$work/pc_shared/trace_distances" $(pkg-config --cflags --libs deltacells) \
+    -Wl,-rpath,"$(pkg-config --variable=libdir deltacells)"
+# shellcheck disable=SC2046,SC2086
+${CXX:-c++} -std=c++17 -Wall -Wextra -Werror examples-cpp/trace_distances.cpp \
+    -o "$work/pc_static/trace_distances" $(pkg-config --cflags deltacells) $static_libs
+for kind in shared static; do
+  echo "   $kind: $(python3 examples-cpp/check_trace_distances.py "$work/pc_$kind/trace_distances" \
+        "$work/stores/main_22.cdz" chr2 "$work/stores/csv/chrom_chr2_coords.csv")"
+done
+check_static "$work/pc_static/trace_distances"
 echo "install tests passed"

@@ -55,6 +55,8 @@ if [ -z "$status" ] || grep -qE 'ERROR|WARNING' <<<"$status"; then
   exit 1
 fi
 # The test results must show no skips: the ChromData tests ran.
+grep -E '^\[ FAIL [0-9]+ \| WARN [0-9]+ \| SKIP [0-9]+ \| PASS [0-9]+ \]' \
+  "$work/deltacells.Rcheck/tests/testthat.Rout" | tail -1 | sed 's/^/testthat: /'
 if grep -qE 'SKIP [1-9]|\[ FAIL [1-9]' "$work/deltacells.Rcheck/tests/testthat.Rout"; then
   cat "$work/deltacells.Rcheck/tests/testthat.Rout" >&2
   echo "R tests skipped or failed" >&2

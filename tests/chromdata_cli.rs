@@ -98,28 +98,38 @@ fn info_and_get_agree_with_the_library() {
     }
 }
 
+/// Errors are one line on stderr, with the exit status of their kind (2 usage, 3 not found).
 #[test]
-fn errors_are_one_line_with_exit_status_1() {
+fn errors_are_one_line_with_the_exit_status_of_their_kind() {
     let Some(dir) = stores() else { return };
     let store = dir.join("main_22.cdz");
     let s = store.to_str().unwrap();
-    for (args, msg) in [
+    for (args, code, msg) in [
         (
             vec!["chromdata", "get", s, "--trace", "no such trace"],
+            3,
             "not found",
         ),
-        (vec!["chromdata", "get", s], "exactly one of"),
+        (vec!["chromdata", "get", s], 2, "exactly one of"),
         (
             vec!["chromdata", "get", s, "--chrom", "x", "--format", "parquet"],
+            2,
             "--output",
         ),
         (
             vec!["chromdata", "info", "/no/such/store.cdz"],
+            3,
             "No such file",
         ),
+        (vec!["chromdata", "frobnicate", s], 2, "unknown command"),
     ] {
-        let (ok, _, err) = deltacells(&args);
-        assert!(!ok, "{args:?} should fail");
+        let out = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(msg), "{args:?}: {err}");
     }

@@ -211,6 +211,8 @@ fn every_help_has_examples() {
         vec!["tile", "--help"],
         vec!["chromdata", "--help"],
         vec!["help", "convert"],
+        vec!["tile", "encode", "--help"],
+        vec!["chromdata", "get", "-h"],
     ] {
         let (ok, out, _) = deltacells(&cmd);
         assert!(ok, "{cmd:?}");
@@ -224,4 +226,124 @@ fn every_help_has_examples() {
             "{cmd:?}: no examples in\n{out}"
         );
     }
+}
+
+/// `--version` names the versions a bug report needs; `--help` lists the exit statuses.
+#[test]
+fn version_and_exit_statuses() {
+    let (ok, out, _) = deltacells(&["--version"]);
+    assert!(ok);
+    assert_eq!(
+        out.trim(),
+        format!(
+            "deltacells {} (C ABI {}, tile format {})",
+            env!("CARGO_PKG_VERSION"),
+            deltacells::ffi::DC_ABI_VERSION,
+            deltacells::tile::FORMAT_VERSION
+        )
+    );
+    let (_, help, _) = deltacells(&["--help"]);
+    for status in [
+        "1  bad data",
+        "2  usage",
+        "3  not found",
+        "4  I/O",
+        "5  internal",
+    ] {
+        assert!(help.contains(status), "{status} missing from\n{help}");
+    }
+}
+
+/// Runs `deltacells ARGS REDIRECT` with its standard streams on a pseudo-terminal (through
+/// util-linux `script`, in Debian's essential set) and returns what the terminal showed.
+fn on_a_terminal(args: &[&str], redirect: &str) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let mut cmd = quote(env!("CARGO_BIN_EXE_deltacells"));
+    for a in args {
+        cmd.push(' ');
+        cmd.push_str(&quote(a));
+    }
+    cmd.push(' ');
+    cmd.push_str(redirect);
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script (util-linux) runs");
+    assert!(out.status.success(), "{cmd}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// On a terminal, long work draws its progress on standard error only (standard output
+/// holds the summary alone, so `deltacells convert ... > log` stays clean), and nothing
+/// with --quiet.
+#[test]
+fn progress_is_drawn_on_a_terminal_stderr_only() {
+    let dir = scratch("tty");
+    let ds = dir.join("m.dc");
+    let (d, m) = (ds.to_str().unwrap(), mouse().to_str().unwrap().to_string());
+    let convert = ["convert", &m, d, "--tile-size", "1000", "--overwrite"];
+    let shown = on_a_terminal(&convert, "> /dev/null");
+    assert!(
+        shown.contains(&format!("reading {d}")) && shown.contains("/10,000 cells"),
+        "no progress on stderr: {shown:?}"
+    );
+    assert!(
+        !shown.contains("nonzeros"),
+        "the summary went to stderr: {shown:?}"
+    );
+    let shown = on_a_terminal(&convert, "2> /dev/null");
+    assert!(shown.contains("10000 cells x 1000 genes"), "{shown:?}");
+    assert!(!shown.contains("reading"), "progress on stdout: {shown:?}");
+    let mut quiet = convert.to_vec();
+    quiet.push("--quiet");
+    assert_eq!(on_a_terminal(&quiet, ""), "");
+
+    let store = dir.join("t.cdz");
+    let (t, s) = (
+        table().to_str().unwrap().to_string(),
+        store.to_str().unwrap(),
+    );
+    let import = ["chromdata", "import-fofct", &t, s, "--overwrite"];
+    // (a short import may be past its reading stage by the first draw: any stage counts)
+    let shown = on_a_terminal(&import, "> /dev/null");
+    assert!(shown.contains(&format!("ing {s}")), "{shown:?}");
+    assert_eq!(
+        on_a_terminal(
+            &["chromdata", "import-fofct", &t, s, "--overwrite", "-q"],
+            ""
+        ),
+        ""
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--progress` off a terminal (a batch job's log): plain lines on stderr, one when a stage
+/// begins and one when it reaches its total; stdout unchanged; contradicting --quiet is a
+/// usage error.
+#[test]
+fn progress_lines_off_a_terminal_when_asked() {
+    let dir = scratch("lines");
+    let ds = dir.join("m.dc");
+    let (d, m) = (ds.to_str().unwrap(), mouse().to_str().unwrap().to_string());
+    let (ok, out, err) = deltacells(&["convert", &m, d, "--tile-size", "1000", "--progress"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("10000 cells x 1000 genes") && !out.contains("deltacells: "));
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(lines.len() >= 2, "{err}");
+    assert!(lines[0].starts_with(&format!("deltacells: reading {d}: 0/10000 cells (0%)")));
+    assert!(lines[lines.len() - 1].starts_with(&format!(
+        "deltacells: reading {d}: 10000/10000 cells (100%)"
+    )));
+    let (ok, _, err) = deltacells(&["verify", d, "--against", &m, "--progress"]);
+    assert!(ok, "{err}");
+    for want in [": 10/10 tiles (100%)", ": 10000/10000 cells (100%)"] {
+        assert!(err.contains(want), "{want} missing from {err}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+        .args(["info", d, "--progress", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(dir);
 }

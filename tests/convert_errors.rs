@@ -1,4 +1,5 @@
-//! The converter on bad input (one-line errors naming the file and line, exit 1), killed
+//! The converter on bad input (one-line errors naming the file and line, exit 1 for bad data,
+//! 2 for bad usage, 3 for a missing input), killed
 //! midway (nothing that opens as a dataset is left; a rerun succeeds), and `verify` on a
 //! corrupted dataset.
 #![cfg(feature = "cli")]
@@ -104,7 +105,10 @@ fn malformed_10x_folder_names_the_file() {
         "G1\tA\tGene Expression\nG2\tA\tGene Expression\nG3\tC\tGene Expression\n",
     );
     std::fs::remove_file(tenx.join("barcodes.tsv.gz")).unwrap();
-    let e = fails(&["convert", tenx.to_str().unwrap(), out.to_str().unwrap()]);
+    let e = fails_with(
+        3,
+        &["convert", tenx.to_str().unwrap(), out.to_str().unwrap()],
+    );
     assert!(e.contains("no barcodes.tsv.gz or barcodes.tsv"), "{e}");
     write_gz(&tenx.join("barcodes.tsv.gz"), "AAA-1\nCCC-1\n");
     let msg = ok(&["convert", tenx.to_str().unwrap(), out.to_str().unwrap()]);
@@ -121,15 +125,14 @@ fn bad_arguments_and_inputs() {
     let src = scrna("10x-v3-1107-cells-chr21");
     let (s, o) = (src.to_str().unwrap(), dir.join("o"));
     let o = o.to_str().unwrap();
-    assert!(fails(&["convert", s]).contains("convert needs INPUT and OUTPUT"));
-    assert!(fails(&["convert", s, o, "--bogus", "1"]).contains("unknown option --bogus"));
-    assert!(
-        fails(&["convert", s, o, "--level", "x"]).contains("--level: 'x' is not a valid number")
-    );
-    assert!(fails(&["convert", s, o, "--tile-size", "0"]).contains("tile_size is 0"));
-    assert!(fails(&["convert", "/nonexistent/x", o]).contains("/nonexistent/x"));
-    assert!(fails(&["frobnicate"]).contains("unknown command"));
-    assert!(fails(&["info", o]).contains(o));
+    assert!(fails_with(2, &["convert", s]).contains("convert needs INPUT and OUTPUT"));
+    assert!(fails_with(2, &["convert", s, o, "--bogus", "1"]).contains("unknown option --bogus"));
+    assert!(fails_with(2, &["convert", s, o, "--level", "x"])
+        .contains("--level: 'x' is not a valid number"));
+    assert!(fails_with(2, &["convert", s, o, "--tile-size", "0"]).contains("tile_size is 0"));
+    assert!(fails_with(3, &["convert", "/nonexistent/x", o]).contains("/nonexistent/x"));
+    assert!(fails_with(2, &["frobnicate"]).contains("unknown command"));
+    assert!(fails_with(3, &["info", o]).contains(o));
     let notcounts = dir.join("real.mtx");
     std::fs::write(
         &notcounts,

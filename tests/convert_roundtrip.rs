@@ -88,7 +88,10 @@ fn no_sort_genes_and_a_bare_matrix_market_file() {
     assert_eq!(ds.manifest().n_chunks, Some(2));
     assert_eq!(dataset_triplets(&ds), parse_mtx(&src).2);
     // An existing target is refused without --overwrite, replaced with it.
-    let e = fails(&["convert", src.to_str().unwrap(), out.to_str().unwrap()]);
+    let e = fails_with(
+        4,
+        &["convert", src.to_str().unwrap(), out.to_str().unwrap()],
+    );
     assert!(e.contains("exists"), "{e}");
     convert(&src, &out, &["--overwrite"]);
     assert!(Dataset::open(&out).unwrap().info().has_gene_order);
@@ -313,7 +316,10 @@ fn info_verify_and_export() {
         list.to_str().unwrap(),
     ]);
     assert_eq!(parse_mtx(&one).1, 2);
-    let e = fails(&["export", ds_path, one.to_str().unwrap(), "--cells", "10000"]);
+    let e = fails_with(
+        2,
+        &["export", ds_path, one.to_str().unwrap(), "--cells", "10000"],
+    );
     assert!(e.contains("cell 10000 is out of range"), "{e}");
 }
 

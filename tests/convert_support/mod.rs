@@ -79,12 +79,18 @@ pub fn ok(args: &[&str]) -> String {
     stdout(&o)
 }
 
-/// Runs and asserts exit status 1 with a one-line error; returns that line.
+/// Runs and asserts exit status 1 (bad data) with a one-line error; returns that line.
 pub fn fails(args: &[&str]) -> String {
+    fails_with(1, args)
+}
+
+/// Runs and asserts exit status `code` (`deltacells --help` lists them) with a one-line
+/// error; returns that line.
+pub fn fails_with(code: i32, args: &[&str]) -> String {
     let o = run(args);
     assert_eq!(
         o.status.code(),
-        Some(1),
+        Some(code),
         "deltacells {args:?} should fail: {}{}",
         stdout(&o),
         stderr(&o)

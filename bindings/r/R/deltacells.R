@@ -35,7 +35,7 @@
 }
 
 .status_codes <- c(DC_ERR_INVALID_ARGUMENT = 1L, DC_ERR_NOT_FOUND = 3L, DC_ERR_UNSUPPORTED = 6L,
-                   DC_ERR_OUT_OF_RANGE = 7L)
+                   DC_ERR_OUT_OF_RANGE = 7L, DC_ERR_INTERNAL = 12L)
 
 # Called by the C shim after a library call failed: an R error condition of class
 # "deltacells_error" (and e.g. "deltacells_not_found") carrying the status code, its name
@@ -354,19 +354,28 @@ dc_write <- function(mat, path, obs = NULL, var = NULL, var_names = rownames(mat
 # Iterating over the cells of a dataset in batches
 
 # An iterator over `cells` (1-based, any order, repeats allowed; default all cells in
-# order) in batches of batch_size cells: dc_next_batch() returns each batch as a dgCMatrix
-# (dimnames as dc_read_cells), then NULL.
-dc_batches <- function(ds, cells = NULL, batch_size = 1024L, genes_by_cells = TRUE) {
+# order) in batches of batch_size cells, on the library's batches iterator
+# (dc_dataset_batches): while R works on one batch, the next read_ahead batches are read
+# and decompressed on the library's threads. dc_next_batch() returns each batch as a
+# dgCMatrix (dimnames as dc_read_cells), then NULL; the iterator's memory is released at
+# the end, by dc_close(it), or by the garbage collector.
+dc_batches <- function(ds, cells = NULL, batch_size = 1024L, genes_by_cells = TRUE,
+                       read_ahead = 2L) {
   info <- dc_info(ds)
   cells <- if (is.null(cells)) seq_len(info$n_cells) else .check_cells(cells, info$n_cells)
   batch_size <- .check_count(batch_size, "batch_size", 1, 2^31 - 1)
   .check_flag(genes_by_cells, "genes_by_cells")
+  read_ahead <- .check_count(read_ahead, "read_ahead", 1, 64)
   state <- new.env(parent = emptyenv())
-  state$ds <- ds
+  state$ptr <- .Call(dcr_batches, .ds_ptr(ds), as.numeric(cells), batch_size, read_ahead)
+  state$n_genes <- info$n_genes
+  state$genes <- dc_genes(ds)
+  state$cell_names <- dc_cell_names(ds)
   state$cells <- as.numeric(cells)
   state$batch_size <- batch_size
   state$genes_by_cells <- genes_by_cells
   state$next_start <- 1
+  state$done <- length(cells) == 0L
   structure(list(state = state), class = "deltacells_batches")
 }
 
@@ -378,8 +387,7 @@ print.deltacells_batches <- function(x, ...) {
   s <- x$state
   cat(sprintf("<deltacells batches: %d cells in %d batches of up to %.0f; next: %s>\n",
               length(s$cells), length(x), s$batch_size,
-              if (s$next_start > length(s$cells)) "done"
-              else sprintf("cells[%.0f]", s$next_start)))
+              if (!dc_has_next(x)) "done" else sprintf("cells[%.0f]", s$next_start)))
   invisible(x)
 }
 
@@ -388,23 +396,35 @@ dc_has_next <- function(it) {
   !isTRUE(it$state$done) && it$state$next_start <= length(it$state$cells)
 }
 
+# The next batch, or NULL after the last. A batch whose tiles cannot be read raises its
+# error and is skipped: the next call returns the batch after it (as the C iterator does).
 dc_next_batch <- function(it) {
   if (!inherits(it, "deltacells_batches")) .dc_arg_stop("'it' must come from dc_batches()")
   s <- it$state
-  if (isTRUE(s$done) || s$next_start > length(s$cells)) return(NULL)
-  end <- min(s$next_start + s$batch_size - 1, length(s$cells))
-  m <- dc_read_cells(s$ds, s$cells[s$next_start:end], genes_by_cells = s$genes_by_cells)
-  s$next_start <- end + 1
-  m
+  if (!dc_has_next(it)) return(NULL)
+  start <- s$next_start
+  end <- min(start + s$batch_size - 1, length(s$cells))
+  s$next_start <- end + 1  # consumed even if reading it fails (the library skips it too)
+  slots <- .Call(dcr_batches_next, s$ptr)
+  if (s$next_start > length(s$cells)) dc_close(it)  # the read-ahead's memory, at once
+  if (is.null(slots) || length(slots$p) - 1L != end - start + 1)
+    .dc_arg_stop(sprintf("the batches iterator ended at cells[%.0f] (expected %.0f rows)", start,
+                         end - start + 1), "DC_ERR_INTERNAL")
+  m <- new("dgCMatrix", i = slots$i, p = slots$p, x = slots$x,
+           Dim = c(as.integer(s$n_genes), as.integer(end - start + 1)),
+           Dimnames = list(s$genes, if (is.null(s$cell_names)) NULL
+                                    else s$cell_names[s$cells[start:end]]))
+  if (s$genes_by_cells) m else t(m)
 }
 
 # FUN(batch, ...) for each batch of dc_batches(ds, cells, batch_size); the results as a
-# list (like lapply).
+# list (like lapply). The iterator is released when FUN fails too.
 dc_for_each_batch <- function(ds, FUN, ..., cells = NULL, batch_size = 1024L,
-                              genes_by_cells = TRUE) {
+                              genes_by_cells = TRUE, read_ahead = 2L) {
   FUN <- tryCatch(match.fun(FUN), error = function(e)
     .dc_arg_stop("'FUN' must be a function (or the name of one)"))
-  it <- dc_batches(ds, cells, batch_size, genes_by_cells)
+  it <- dc_batches(ds, cells, batch_size, genes_by_cells, read_ahead)
+  on.exit(dc_close(it))
   out <- vector("list", length(it))
   k <- 0L
   while (!is.null(m <- dc_next_batch(it))) {
@@ -414,36 +434,12 @@ dc_for_each_batch <- function(ds, FUN, ..., cells = NULL, batch_size = 1024L,
   out
 }
 
-# Batches read ahead by the library (C API section 3.1): the minimal layer over the .Call
-# wrappers, not exported (dc_batches above is the user's iterator). `cells` are 1-based.
-# .dc_batches_next returns a genes x rows dgCMatrix, NULL at the end; a batch that fails
-# raises its error and is consumed (the next call goes on with the following batch).
-.dc_batches <- function(ds, cells, batch_size, read_ahead = 0) {
-  info <- dc_info(ds)
-  cells <- .check_cells(cells, info$n_cells)
-  structure(list(ptr = .Call(dcr_batches, .ds_ptr(ds), as.numeric(cells), batch_size, read_ahead),
-                 n_genes = info$n_genes, genes = dc_genes(ds)),
-            class = "deltacells_native_batches")
-}
-
-.dc_batches_peek <- function(b) {
-  v <- .Call(dcr_batches_peek, b$ptr)
-  list(n_rows = v[[1]], nnz = v[[2]])
-}
-
-.dc_batches_next <- function(b) {
-  slots <- .Call(dcr_batches_next, b$ptr)
-  if (is.null(slots)) return(NULL)
-  new("dgCMatrix", i = slots$i, p = slots$p, x = slots$x,
-      Dim = c(as.integer(b$n_genes), length(slots$p) - 1L), Dimnames = list(b$genes, NULL))
-}
-
-.dc_batches_close <- function(b) {
-  .Call(dcr_close, b$ptr)
-  invisible(NULL)
-}
-
-.dc_shuffled_order <- function(ds, seed, window_tiles = 1) {
+# A block-shuffled order of all cells (1-based), the same for the same seed on every
+# platform (dc_dataset_shuffled_order): the tiles in a random order, the cells shuffled
+# within windows of window_tiles tiles, so that a batch reads few tiles. For dc_batches.
+dc_shuffled_order <- function(ds, seed, window_tiles = 1L) {
+  seed <- .check_count(seed, "seed", 0, 2^53)
+  window_tiles <- .check_count(window_tiles, "window_tiles", 1, 2^32 - 1)
   .Call(dcr_shuffled_order, .ds_ptr(ds), seed, window_tiles)
 }
 

@@ -252,8 +252,8 @@ static SEXP dcr_close(SEXP p)
   if (TYPEOF(p) == EXTPTRSXP) {
     SEXP tag = R_ExternalPtrTag(p);
     if (tag == Rf_install("deltacells_dataset")) dataset_finalizer(p);
-    else if (tag == Rf_install("deltacells_chromdata")) chromdata_finalizer(p);
     else if (tag == Rf_install("deltacells_batches")) batches_finalizer(p);
+    else if (tag == Rf_install("deltacells_chromdata")) chromdata_finalizer(p);
     else if (tag == Rf_install("deltacells_stream")) arrow_holder_finalizer(p);
   }
   return R_NilValue;
@@ -382,41 +382,32 @@ static SEXP dcr_read_cells(SEXP p, SEXP cells)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Batches read ahead (C API section 3.1): the .Call layer; R iteration is built on it
+ * Batches of cells (dc_dataset_batches): the iterator in an external pointer
  * ------------------------------------------------------------------------------------- */
 
-/* dc_dataset_batches over 1-based cells -> an external pointer "deltacells_batches". */
+/* An iterator over 1-based `cells` in batches of batch_size rows, read_ahead batches
+ * prepared ahead: an external pointer "deltacells_batches" (freed by dcr_close or the
+ * garbage collector), which also keeps the dataset's external pointer reachable. */
 static SEXP dcr_batches(SEXP p, SEXP cells, SEXP batch_size, SEXP read_ahead)
 {
   dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
   R_xlen_t n;
   uint64_t *c = cells_arg(cells, &n);
-  int64_t bs = int64_arg(batch_size, "batch_size", 1, DCR_EXACT_DOUBLE);
-  int64_t ra = int64_arg(read_ahead, "read_ahead", 0, UINT32_MAX);
-  SEXP out = PROTECT(R_MakeExternalPtr(NULL, Rf_install("deltacells_batches"), R_NilValue));
+  size_t bs = (size_t)int64_arg(batch_size, "batch_size", 1, INT32_MAX - 1);
+  uint32_t ra = (uint32_t)int64_arg(read_ahead, "read_ahead", 0, UINT32_MAX);
+  /* The external pointer first, so that an allocation failure cannot strand the iterator. */
+  SEXP out = PROTECT(R_MakeExternalPtr(NULL, Rf_install("deltacells_batches"), p));
   R_RegisterCFinalizerEx(out, batches_finalizer, TRUE);
   dc_batches *b = NULL;
-  DCR_CHECK(dc_dataset_batches(ds, c, (size_t)n, (size_t)bs, (uint32_t)ra, &b), "dc_dataset_batches");
+  DCR_CHECK(dc_dataset_batches(ds, c, (size_t)n, bs, ra, &b), "dc_dataset_batches");
   R_SetExternalPtrAddr(out, b);
   UNPROTECT(1);
   return out;
 }
 
-/* dc_batches_peek -> c(rows, nnz) (doubles). */
-static SEXP dcr_batches_peek(SEXP bp)
-{
-  uint64_t rows = 0, nnz = 0;
-  DCR_CHECK(dc_batches_peek((dc_batches *)handle(bp, "deltacells_batches"), &rows, &nnz),
-            "dc_batches_peek");
-  SEXP out = PROTECT(Rf_allocVector(REALSXP, 2));
-  REAL(out)[0] = (double)rows;
-  REAL(out)[1] = (double)nnz;
-  UNPROTECT(1);
-  return out;
-}
-
-/* dc_batches_next -> list(p, i, x) (CSR rows = the batch's cells, as dcr_read_cells), or
- * NULL at the end. A batch that fails is consumed by the library; its error is raised. */
+/* The next batch as list(p, i, x) (CSR rows = the batch's cells, i.e. the CSC slots of a
+ * genes x cells dgCMatrix), or NULL at the end. A batch whose tiles cannot be read is
+ * consumed by the library (dc_batches_next after a failed peek) and its error raised. */
 static SEXP dcr_batches_next(SEXP bp)
 {
   dc_batches *b = (dc_batches *)handle(bp, "deltacells_batches");
@@ -424,21 +415,30 @@ static SEXP dcr_batches_next(SEXP bp)
   dc_status s = dc_batches_peek(b, &rows, &nnz);
   if (s != DC_OK) {
     SEXP msg = PROTECT(Rf_mkCharCE(dc_last_error(), CE_UTF8));
-    (void)dc_batches_next(b, DC_INT32, NULL, NULL, NULL, 0, &got_rows, &got); /* consumes it */
+    (void)dc_batches_next(b, DC_INT32, NULL, NULL, NULL, 0, &got_rows, &got); /* consume it */
     dcr_raise(s, "dc_batches_peek", msg);
   }
   if (rows == 0) return R_NilValue;
-  if (nnz > INT32_MAX) dcr_error("%.0f nonzeros are more than a dgCMatrix holds", (double)nnz);
+  if (rows > INT32_MAX - 1) dcr_error("%.0f rows are more columns than a dgCMatrix holds", (double)rows);
+  if (nnz > INT32_MAX) {
+    batches_finalizer(bp); /* the batch cannot be handed out, nor skipped: the iterator ends */
+    dcr_unsupported("a batch of %.0f nonzeros is more than a dgCMatrix holds (2^31 - 1); the "
+                    "iterator is closed: use a smaller batch_size", (double)nnz);
+  }
   int64_t *indptr = (int64_t *)R_alloc(rows + 1, sizeof *indptr);
   SEXP i = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)nnz));
   int32_t *vals = (int32_t *)R_alloc(nnz ? nnz : 1, sizeof *vals);
   int32_t dummy = 0;
-  DCR_CHECK(dc_batches_next(b, DC_INT32, indptr, nnz ? INTEGER(i) : &dummy, vals, nnz, &got_rows, &got),
+  DCR_CHECK(dc_batches_next(b, DC_INT32, indptr, nnz ? INTEGER(i) : &dummy, vals, nnz, &got_rows,
+                            &got),
             "dc_batches_next");
-  SEXP pp = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)got_rows + 1));
-  for (uint64_t k = 0; k <= got_rows; k++) INTEGER(pp)[k] = (int)indptr[k];
-  SEXP x = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)got));
-  for (uint64_t k = 0; k < got; k++) REAL(x)[k] = vals[k];
+  if (got_rows != rows || got != nnz)
+    dcr_error("the batch changed between peek (%.0f rows, %.0f nonzeros) and next (%.0f, %.0f)",
+              (double)rows, (double)nnz, (double)got_rows, (double)got);
+  SEXP pp = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)rows + 1));
+  for (uint64_t k = 0; k <= rows; k++) INTEGER(pp)[k] = (int)indptr[k];
+  SEXP x = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)nnz));
+  for (uint64_t k = 0; k < nnz; k++) REAL(x)[k] = vals[k];
   const char *names[] = {"p", "i", "x"};
   SEXP out = PROTECT(named_list(3, names));
   SET_VECTOR_ELT(out, 0, pp);
@@ -448,8 +448,8 @@ static SEXP dcr_batches_next(SEXP bp)
   return out;
 }
 
-/* dc_dataset_shuffled_order -> 1-based cells (doubles). R has no 64-bit integers: the seed
- * is a whole number in 0..2^53. */
+/* dc_dataset_shuffled_order -> all cells, 1-based (doubles). `seed` is a whole number up to
+ * 2^53 (R has no 64-bit integers). */
 static SEXP dcr_shuffled_order(SEXP p, SEXP seed, SEXP window_tiles)
 {
   dc_dataset *ds = (dc_dataset *)handle(p, "deltacells_dataset");
@@ -457,9 +457,10 @@ static SEXP dcr_shuffled_order(SEXP p, SEXP seed, SEXP window_tiles)
   uint32_t w = (uint32_t)int64_arg(window_tiles, "window_tiles", 0, UINT32_MAX);
   dc_dataset_info info;
   DCR_CHECK(dc_dataset_info_get(ds, &info), "dc_dataset_info_get");
-  if (info.n_cells > (uint64_t)R_XLEN_T_MAX) dcr_error("%.0f cells are more than an R vector holds", (double)info.n_cells);
+  if ((double)info.n_cells > (double)R_XLEN_T_MAX) dcr_error("more cells than an R vector holds");
   uint64_t *order = (uint64_t *)R_alloc(info.n_cells ? info.n_cells : 1, sizeof *order);
-  DCR_CHECK(dc_dataset_shuffled_order(ds, sd, w, order, (size_t)info.n_cells), "dc_dataset_shuffled_order");
+  DCR_CHECK(dc_dataset_shuffled_order(ds, sd, w, order, (size_t)info.n_cells),
+            "dc_dataset_shuffled_order");
   SEXP out = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)info.n_cells));
   for (uint64_t k = 0; k < info.n_cells; k++) REAL(out)[k] = (double)order[k] + 1;
   UNPROTECT(1);
@@ -1498,7 +1499,6 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_gene_order", (DL_FUNC)&dcr_gene_order, 1},
     {"dcr_read_cells", (DL_FUNC)&dcr_read_cells, 2},
     {"dcr_batches", (DL_FUNC)&dcr_batches, 4},
-    {"dcr_batches_peek", (DL_FUNC)&dcr_batches_peek, 1},
     {"dcr_batches_next", (DL_FUNC)&dcr_batches_next, 1},
     {"dcr_shuffled_order", (DL_FUNC)&dcr_shuffled_order, 3},
     {"dcr_obs", (DL_FUNC)&dcr_obs, 3},

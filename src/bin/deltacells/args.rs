@@ -4,7 +4,7 @@
 use deltacells::{Error, Result};
 
 /// Options that take no value.
-const FLAG_NAMES: [&str; 8] = [
+const FLAG_NAMES: [&str; 11] = [
     "--no-sort-genes",
     "--help",
     "-h",
@@ -13,10 +13,13 @@ const FLAG_NAMES: [&str; 8] = [
     "--float32",
     "--quiet",
     "-q",
+    "--version",
+    "-V",
+    "--progress",
 ];
 
 /// Options every command takes.
-const GLOBAL_OPTIONS: [&str; 2] = ["--quiet", "-q"];
+const GLOBAL_OPTIONS: [&str; 3] = ["--quiet", "-q", "--progress"];
 
 /// Parsed command line: positional words and `--name [value]` options.
 pub struct Args {
@@ -26,11 +29,11 @@ pub struct Args {
 
 impl Args {
     pub fn parse(raw: Vec<String>) -> Args {
-        const FLAGS: [&str; 8] = FLAG_NAMES;
+        const FLAGS: [&str; 11] = FLAG_NAMES;
         let (mut words, mut opts) = (Vec::new(), Vec::new());
         let mut it = raw.into_iter();
         while let Some(a) = it.next() {
-            if a.starts_with("--") || a == "-h" || a == "-q" {
+            if a.starts_with("--") || a == "-h" || a == "-q" || a == "-V" {
                 let v = if FLAGS.contains(&a.as_str()) {
                     None
                 } else {

@@ -40,9 +40,11 @@ import-fofct
        primary+coords (2.2); a path ending in .cdz writes the zipped container. The store is
        built beside the target and renamed into place: an interrupted import leaves no store.
        A malformed line is reported with its line number. Progress (bytes of the table
-       read, then the final sort and write) is shown on stderr when it is a terminal.
+       read, then the final sort and write) is shown on stderr when it is a terminal, or
+       with --progress.
 
-Every subcommand takes --quiet (-q): nothing but errors.
+Every subcommand takes --quiet (-q): nothing but errors, and --progress (progress lines on
+stderr even when it is not a terminal).
 
 Examples:
   deltacells chromdata import-fofct traces.csv traces.cdz

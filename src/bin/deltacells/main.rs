@@ -10,7 +10,7 @@
 //!     deltacells tile verify TILE [--against INPUT [--no-sort-genes]]
 //!
 //! `deltacells COMMAND --help` explains each. Errors print one line on stderr and exit with
-//! status 1.
+//! a status that says what kind of failure it was ([`exit_status`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ use deltacells::convert::mtx::{self, CellMatrix};
 use deltacells::convert::{self as conv, ConvertOptions};
 use deltacells::dataset::{self, Dataset, WriterOptions};
 use deltacells::tile::{self, EncodeOptions, Tile, ValuesOut};
-use deltacells::{Error, Result};
+use deltacells::{Error, ErrorKind, Result};
 
 mod args;
 mod chromdata_cli;
@@ -62,7 +62,9 @@ usage:
   deltacells chromdata import-fofct TABLE.csv OUT.chromdata.zarr|OUT.cdz [options]
 
 Every command takes --quiet (-q): print nothing but errors. Long work (convert, verify,
-chromdata import-fofct) shows its progress on stderr when stderr is a terminal.
+chromdata import-fofct) shows its progress on stderr when stderr is a terminal; with
+--progress also when it is not (plain lines, e.g. in a batch job's log: one when a stage
+begins or ends, at most one every 10 seconds in between). Progress never goes to stdout.
 
 Examples:
   deltacells convert filtered_feature_bc_matrix/ pbmc.dc
@@ -70,8 +72,16 @@ Examples:
   deltacells chromdata import-fofct traces.csv traces.cdz
   deltacells chromdata get traces.cdz --trace 17 --columns coords
 
-`deltacells COMMAND --help` (or `deltacells help COMMAND`) explains a command.
-Errors print one line on stderr and exit with status 1.";
+`deltacells COMMAND --help` (or `deltacells help COMMAND`) explains a command;
+`deltacells --version` prints the version of the tool and of its C API.
+
+Errors print one line on stderr (`deltacells: error: ...`) and exit with
+  1  bad data: a file breaks its format, a checksum or a check fails (verify), or it needs
+     something this version does not support
+  2  usage: unknown command or option, missing or malformed argument, value out of range
+  3  not found: an input path, or the trace, cell or chromosome asked for
+  4  I/O: a file could not be read or written, or the output exists (see --overwrite)
+  5  internal error (please report it)";
 
 const CONVERT_HELP: &str = "usage: deltacells convert INPUT OUTPUT [options]
 
@@ -112,9 +122,9 @@ is written a tile at a time.
 Safety: the dataset is written into a hidden temporary directory next to OUTPUT and renamed
 into place at the end, so an interrupted or failed conversion never leaves anything that
 opens as a dataset. A bad input gives a one-line error naming the file and the line (or the
-HDF5 element and position), and exit status 1.
-Progress is shown on stderr when stderr is a terminal (not with --quiet, which also drops
-the summary).
+HDF5 element and position), and exit status 1 (2 for a usage error, 3 for a missing input).
+Progress is shown on stderr when stderr is a terminal, or with --progress (not with
+--quiet, which also drops the summary).
 
 Examples:
   deltacells convert filtered_feature_bc_matrix/ pbmc.dc
@@ -142,7 +152,7 @@ the manifest says so (and obs shard sizes). Prints one line per problem and exit
 status 1 if there is any, else prints a summary and exits 0.
   --against INPUT  also gather every cell (tile by tile, through the reader's gather) and
                    compare it with INPUT (any input `convert` takes), undoing the gene order.
-Progress is shown on stderr when stderr is a terminal.
+Progress is shown on stderr when stderr is a terminal, or with --progress.
 
 Examples:
   deltacells verify pbmc.dc
@@ -645,9 +655,24 @@ fn help_for(cmd: &str) -> &'static str {
 fn run(raw: Vec<String>) -> Result<()> {
     let a = Args::parse(raw);
     console::set_quiet(a.flag("--quiet") || a.flag("-q"));
+    console::set_progress(a.flag("--progress"));
+    if console::quiet() && a.flag("--progress") {
+        return Err(Error::invalid_argument(
+            "--progress and --quiet ask for opposite things: give one of them",
+        ));
+    }
     let first = a.words.first().map(String::as_str);
     if first == Some("help") {
         say!("{}", help_for(a.words.get(1).map_or("", String::as_str)));
+        return Ok(());
+    }
+    if a.flag("--version") || a.flag("-V") {
+        say!(
+            "deltacells {} (C ABI {}, tile format {})",
+            env!("CARGO_PKG_VERSION"),
+            deltacells::ffi::DC_ABI_VERSION,
+            tile::FORMAT_VERSION
+        );
         return Ok(());
     }
     if a.flag("--help") || a.flag("-h") || first.is_none() {
@@ -673,12 +698,24 @@ fn run(raw: Vec<String>) -> Result<()> {
     }
 }
 
+/// The exit status of a failed command, by what went wrong (listed in `deltacells --help`),
+/// so that scripts can tell bad data from a typo or a full disk.
+fn exit_status(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Format | ErrorKind::Checksum | ErrorKind::Unsupported | ErrorKind::Limit => 1,
+        ErrorKind::InvalidArgument | ErrorKind::OutOfRange => 2,
+        ErrorKind::NotFound => 3,
+        ErrorKind::Io | ErrorKind::Exists => 4,
+        ErrorKind::BufferTooSmall { .. } | ErrorKind::State | ErrorKind::Internal => 5,
+    }
+}
+
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("deltacells: error: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(exit_status(e.kind))
         }
     }
 }

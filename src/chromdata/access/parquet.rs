@@ -6,21 +6,23 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
 };
-use parquet::arrow::ProjectionMask;
+use parquet::arrow::{parquet_to_arrow_field_levels, ProjectionMask};
+use parquet::file::metadata::ParquetStatisticsPolicy;
 
+use super::pages::GroupChunks;
 use super::store::{FileSlice, Store};
 use crate::chromdata::values::normalise;
 use crate::error::{Error, Result};
 
 /// Decoded row groups kept per file (sequential iteration decodes each group once).
-const CACHE_PER_FILE: usize = 2;
+pub(crate) const CACHE_PER_FILE: usize = 2;
 
-type CacheEntry = (usize, Vec<usize>, RecordBatch);
+type CacheEntry = (usize, Vec<usize>, Vec<ArrayRef>);
 
 /// A Parquet file of a store, its footer read.
 pub(crate) struct ParquetFile {
@@ -53,7 +55,12 @@ impl ParquetFile {
         let slice = store.slice(path)?;
         let full = format!("{}/{path}", store.display);
         // Readers must use the Parquet logical types, not the stored Arrow schema (§6.2).
-        let opts = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+        // Statistics are never used: not decoding them makes footers 2x cheaper to parse.
+        let opts = ArrowReaderOptions::new()
+            .with_skip_arrow_metadata(true)
+            .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
+            .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
+            .with_encoding_stats_policy(ParquetStatisticsPolicy::SkipAll);
         let meta = ArrowReaderMetadata::load(&slice, opts)
             .map_err(|e| pq_err(&full, format_args!("no valid Parquet footer ({e})")))?;
         Ok(ParquetFile {
@@ -93,39 +100,8 @@ impl ParquetFile {
         })
     }
 
-    fn build(
-        &self,
-        groups: Option<Vec<usize>>,
-        cols: Option<&[usize]>,
-    ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader> {
-        let mut b = ParquetRecordBatchReaderBuilder::new_with_metadata(
-            self.slice.clone(),
-            self.meta.clone(),
-        )
-        .with_batch_size(64 * 1024);
-        if let Some(g) = groups {
-            b = b.with_row_groups(g);
-        }
-        if let Some(c) = cols {
-            let mask = ProjectionMask::roots(self.meta.parquet_schema(), c.iter().copied());
-            b = b.with_projection(mask);
-        }
-        b.build().map_err(|e| pq_err(&self.path, e))
-    }
-
-    fn collect(
-        &self,
-        reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
-        schema: SchemaRef,
-    ) -> Result<RecordBatch> {
-        let batches = reader
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| pq_err(&self.path, format_args!("cannot decode: {e}")))?;
-        arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| pq_err(&self.path, e))
-    }
-
-    /// Row group `g` with `cols` from the per-file cache, if there.
-    pub(crate) fn cached(&self, g: usize, cols: &[usize]) -> Option<RecordBatch> {
+    /// Row group `g` with `cols` (arrays in that order) from the per-file cache, if there.
+    pub(crate) fn cached(&self, g: usize, cols: &[usize]) -> Option<Vec<ArrayRef>> {
         let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         cache
             .iter()
@@ -133,19 +109,72 @@ impl ParquetFile {
             .map(|(_, _, b)| b.clone())
     }
 
-    /// Puts a decoded row group into the per-file cache (the oldest entry leaves).
-    pub(crate) fn remember(&self, g: usize, cols: &[usize], batch: RecordBatch) {
+    /// Puts a decoded row group (arrays of `cols`) into the per-file cache (the oldest entry
+    /// leaves).
+    pub(crate) fn remember_arrays(&self, g: usize, cols: &[usize], arrays: Vec<ArrayRef>) {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if cache.len() >= CACHE_PER_FILE {
             cache.pop_front();
         }
-        cache.push_back((g, cols.to_vec(), batch));
+        cache.push_back((g, cols.to_vec(), arrays));
     }
 
-    /// Decodes row group `g` with `cols` (in that order), bypassing the cache; safe to call
-    /// from several threads at once.
-    pub(crate) fn decode_group(&self, g: usize, cols: &[usize]) -> Result<RecordBatch> {
-        let n_groups = self.meta.metadata().num_row_groups();
+    /// Number of row groups.
+    pub(crate) fn num_row_groups(&self) -> usize {
+        self.meta.metadata().num_row_groups()
+    }
+
+    /// Counts `n` row-group decodes (see `ChromData::row_group_reads`).
+    pub(crate) fn count_reads(&self, n: u64) {
+        self.reads.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Decodes row group `g` with the top-level columns `cols`, returned in that order;
+    /// bypasses the cache and the read counter; safe to call from several threads at once.
+    pub(crate) fn decode_columns(&self, g: usize, cols: &[usize]) -> Result<Vec<ArrayRef>> {
+        let md = self.meta.metadata();
+        let rows = if g < md.num_row_groups() {
+            md.row_group(g).num_rows().max(1) as usize
+        } else {
+            1
+        };
+        let mut parts: Vec<Vec<ArrayRef>> = vec![Vec::new(); cols.len()];
+        self.decode_batches(g, cols, rows, |_, arrays| {
+            for (p, a) in parts.iter_mut().zip(arrays) {
+                p.push(a);
+            }
+            Ok(())
+        })?;
+        parts
+            .into_iter()
+            .zip(cols)
+            .map(|(p, &c)| match p.as_slice() {
+                [one] => Ok(one.clone()),
+                [] => Ok(arrow_array::new_empty_array(
+                    self.schema().field(c).data_type(),
+                )),
+                many => {
+                    let refs: Vec<&dyn arrow_array::Array> =
+                        many.iter().map(|a| a.as_ref()).collect();
+                    arrow_select::concat::concat(&refs).map_err(|e| pq_err(&self.path, e))
+                }
+            })
+            .collect()
+    }
+
+    /// Decodes row group `g` with the top-level columns `cols` in batches of up to
+    /// `batch_rows` rows, handing each batch's arrays (in `cols` order) and its first row
+    /// in the group to `f`; bypasses the cache and the read counter; safe to call from
+    /// several threads at once. Each run of adjacent column chunks is one byte-range read.
+    pub(crate) fn decode_batches(
+        &self,
+        g: usize,
+        cols: &[usize],
+        batch_rows: usize,
+        mut f: impl FnMut(usize, Vec<ArrayRef>) -> Result<()>,
+    ) -> Result<()> {
+        let md = self.meta.metadata();
+        let n_groups = md.num_row_groups();
         if g >= n_groups {
             return Err(Error::format(format!(
                 "{}: row group {g} requested, file has {n_groups}",
@@ -156,35 +185,75 @@ impl ParquetFile {
         let mut sorted: Vec<usize> = cols.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
-        let proj_schema = Arc::new(
-            self.schema()
-                .project(&sorted)
-                .map_err(|e| pq_err(&self.path, e))?,
-        );
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        let batch = self.collect(self.build(Some(vec![g]), Some(&sorted))?, proj_schema)?;
-        let expected = self.meta.metadata().row_group(g).num_rows().max(0) as usize;
-        if batch.num_rows() != expected {
-            return Err(Error::format(format!(
-                "{}: row group {g} decoded {} rows, footer says {expected}",
-                self.path,
-                batch.num_rows()
-            )));
-        }
         let order: Vec<usize> = cols
             .iter()
             .map(|c| sorted.binary_search(c).expect("column present"))
             .collect();
-        batch.project(&order).map_err(|e| pq_err(&self.path, e))
+        let schema = self.meta.parquet_schema();
+        let leaves: Vec<usize> = (0..schema.num_columns())
+            .filter(|&l| sorted.binary_search(&schema.get_column_root_idx(l)).is_ok())
+            .collect();
+        let mask = ProjectionMask::roots(schema, sorted.iter().copied());
+        let fail =
+            |e: &dyn std::fmt::Display| pq_err(&self.path, format_args!("cannot decode: {e}"));
+        let levels = parquet_to_arrow_field_levels(schema, mask, None).map_err(|e| fail(&e))?;
+        let chunks =
+            GroupChunks::fetch(md, g, &leaves, |s, buf, l| self.slice.read_into(s, buf, l))
+                .map_err(|e| fail(&e))?;
+        let expected = md.row_group(g).num_rows().max(0) as usize;
+        let reader = ParquetRecordBatchReader::try_new_with_row_groups(
+            &levels,
+            &chunks,
+            batch_rows.max(1),
+            None,
+        )
+        .map_err(|e| fail(&e))?;
+        let mut rows = 0usize;
+        for b in reader {
+            let b = b.map_err(|e| fail(&e))?;
+            let n = b.num_rows();
+            if rows + n > expected {
+                break;
+            }
+            f(rows, order.iter().map(|&k| b.column(k).clone()).collect())?;
+            rows += n;
+        }
+        if rows != expected {
+            return Err(Error::format(format!(
+                "{}: row group {g} decoded {rows} rows or more, footer says {expected}",
+                self.path
+            )));
+        }
+        Ok(())
+    }
+
+    /// Decodes row group `g` with `cols` (in that order) as a batch, counting the read;
+    /// bypasses the cache.
+    pub(crate) fn decode_group(&self, g: usize, cols: &[usize]) -> Result<RecordBatch> {
+        let arrays = self.decode_columns(g, cols)?;
+        self.count_reads(1);
+        let fields: Vec<arrow_schema::FieldRef> = cols
+            .iter()
+            .map(|&c| self.schema().fields()[c].clone())
+            .collect();
+        RecordBatch::try_new_with_options(
+            Arc::new(arrow_schema::Schema::new(fields)),
+            arrays,
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(
+                self.meta.metadata().row_group(g).num_rows().max(0) as usize,
+            )),
+        )
+        .map_err(|e| pq_err(&self.path, e))
     }
 
     /// The whole file, every column (small tables), normalised (§15.4).
     pub(crate) fn read_all(&self) -> Result<RecordBatch> {
-        self.reads.fetch_add(
-            self.meta.metadata().num_row_groups() as u64,
-            Ordering::Relaxed,
-        );
-        let b = self.collect(self.build(None, None)?, self.schema().clone())?;
+        let cols: Vec<usize> = (0..self.schema().fields().len()).collect();
+        let groups = (0..self.num_row_groups())
+            .map(|g| self.decode_group(g, &cols))
+            .collect::<Result<Vec<_>>>()?;
+        let b = arrow_select::concat::concat_batches(self.schema(), &groups)
+            .map_err(|e| pq_err(&self.path, e))?;
         normalise(&b).map_err(|e| e.context(&self.path))
     }
 }

@@ -29,8 +29,21 @@ impl FileSlice {
         self.len
     }
 
-    /// Reads `length` bytes at `start` (relative to the slice); short data is an error.
-    pub(crate) fn read_at(&self, start: u64, length: usize) -> std::io::Result<Vec<u8>> {
+    /// Reads `length` bytes at `start` (relative to the slice) into `buf` (replacing its
+    /// content, reusing its allocation); short data is an error.
+    pub(crate) fn read_into(
+        &self,
+        start: u64,
+        buf: &mut Vec<u8>,
+        length: usize,
+    ) -> std::io::Result<()> {
+        self.check_range(start, length)?;
+        buf.clear();
+        buf.resize(length, 0);
+        read_exact_at(&self.file, buf, self.base + start)
+    }
+
+    fn check_range(&self, start: u64, length: usize) -> std::io::Result<()> {
         let end = start.checked_add(length as u64);
         if end.is_none_or(|e| e > self.len) {
             return Err(std::io::Error::new(
@@ -41,6 +54,12 @@ impl FileSlice {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Reads `length` bytes at `start` (relative to the slice); short data is an error.
+    pub(crate) fn read_at(&self, start: u64, length: usize) -> std::io::Result<Vec<u8>> {
+        self.check_range(start, length)?;
         let mut buf = vec![0u8; length];
         read_exact_at(&self.file, &mut buf, self.base + start)?;
         Ok(buf)

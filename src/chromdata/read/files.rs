@@ -2,15 +2,13 @@
 //! the spot file sets of each layout: built at open with the checks of §14 rule 4, read by
 //! global row ranges, decoding only the row groups the ranges touch.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::DataType;
 
 use crate::chromdata::access::parquet::ParquetFile;
 use crate::chromdata::values::normal_type;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// Row-aligned Parquet files over one row space: one file, or one per partition.
 #[derive(Debug)]
@@ -123,13 +121,9 @@ impl RowSpace<'_> {
     }
 }
 
-fn arrow_error(e: impl std::fmt::Display) -> Error {
-    Error::format(e.to_string())
-}
-
 impl FileSet {
     /// Global row group holding global row `pos`, and its (file, group in the file).
-    fn locate(&self, pos: u64) -> (usize, usize, usize) {
+    pub(crate) fn locate(&self, pos: u64) -> (usize, usize, usize) {
         let g = self.boundaries.partition_point(|&b| b <= pos) - 1;
         let p = self.group_offsets.partition_point(|&x| x <= g as u64) - 1;
         let local = (g as u64 - self.group_offsets[p]) as usize;
@@ -137,7 +131,7 @@ impl FileSet {
     }
 
     /// Row groups (file index, local group) that a read of global `ranges` decodes, each
-    /// once, in first-use order: the same walk as [`FileSet::read`].
+    /// once, in first-use order: the same walk as the reads of `gather`.
     pub(crate) fn touched(&self, ranges: &[(u64, u64)]) -> Vec<(usize, usize)> {
         let mut out: Vec<(usize, usize)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
@@ -152,97 +146,5 @@ impl FileSet {
             }
         }
         out
-    }
-
-    /// Reads `names` over global `ranges` (concatenated in order), decoding only the row
-    /// groups that intersect them — those not in the per-file caches in parallel, on the
-    /// library's pool (`DELTACELLS_NUM_THREADS`, else all cores). Returns one array per
-    /// name.
-    pub(crate) fn read(&self, names: &[String], ranges: &[(u64, u64)]) -> Result<Vec<ArrayRef>> {
-        let touched = self.touched(ranges);
-        let mut cols_of: HashMap<usize, Vec<usize>> = HashMap::new();
-        for &(p, _) in &touched {
-            if let std::collections::hash_map::Entry::Vacant(v) = cols_of.entry(p) {
-                let file = &self.files[p];
-                v.insert(
-                    names
-                        .iter()
-                        .map(|n| file.column(n))
-                        .collect::<Result<Vec<_>>>()?,
-                );
-            }
-        }
-        let groups = self.decode_touched(&touched, &cols_of)?;
-        let slot: HashMap<(usize, usize), usize> =
-            touched.iter().enumerate().map(|(i, &t)| (t, i)).collect();
-        let mut pieces: Vec<Vec<ArrayRef>> = vec![Vec::new(); names.len()];
-        for &(s, e) in ranges {
-            let mut pos = s;
-            while pos < e {
-                let (g, p, local) = self.locate(pos);
-                let (gs, ge) = (self.boundaries[g], self.boundaries[g + 1]);
-                let batch = &groups[slot[&(p, local)]];
-                let take = e.min(ge) - pos;
-                let off = pos - gs;
-                for (c, piece) in pieces.iter_mut().enumerate() {
-                    piece.push(batch.column(c).slice(off as usize, take as usize));
-                }
-                pos += take;
-            }
-        }
-        drop(groups);
-        pieces
-            .into_iter()
-            .map(|p| {
-                let refs: Vec<&dyn Array> = p.iter().map(|a| a.as_ref()).collect();
-                if refs.is_empty() {
-                    return Err(Error::new(ErrorKind::Internal, "read of zero rows"));
-                }
-                // Copies the selection out of the decoded groups, so they can be freed.
-                arrow_select::concat::concat(&refs).map_err(arrow_error)
-            })
-            .collect()
-    }
-
-    /// The `touched` row groups with the columns `cols_of` their file: from the per-file
-    /// caches, the others decoded (in parallel when there are several) and remembered.
-    fn decode_touched(
-        &self,
-        touched: &[(usize, usize)],
-        cols_of: &HashMap<usize, Vec<usize>>,
-    ) -> Result<Vec<RecordBatch>> {
-        let mut groups: Vec<Option<RecordBatch>> = touched
-            .iter()
-            .map(|&(p, l)| self.files[p].cached(l, &cols_of[&p]))
-            .collect();
-        let missing: Vec<usize> = (0..touched.len())
-            .filter(|&i| groups[i].is_none())
-            .collect();
-        let decode = |&i: &usize| {
-            let (p, l) = touched[i];
-            self.files[p].decode_group(l, &cols_of[&p])
-        };
-        let threads = crate::pool::resolve_threads(0);
-        let decoded: Vec<Result<RecordBatch>> = if threads > 1 && missing.len() > 1 {
-            let pool = crate::pool::pool(threads)?;
-            pool.install(|| {
-                use rayon::prelude::*;
-                missing.par_iter().map(decode).collect()
-            })
-        } else {
-            missing.iter().map(decode).collect()
-        };
-        // Into the caches in first-use order, as a sequential read would leave them; the
-        // first error in that order is the one reported.
-        for (&i, r) in missing.iter().zip(decoded) {
-            let b = r?;
-            let (p, l) = touched[i];
-            self.files[p].remember(l, &cols_of[&p], b.clone());
-            groups[i] = Some(b);
-        }
-        groups
-            .into_iter()
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| Error::new(ErrorKind::Internal, "a touched row group was not read"))
     }
 }

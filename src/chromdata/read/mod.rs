@@ -13,8 +13,10 @@
 mod assemble;
 mod components;
 mod files;
+mod gather;
 mod index;
 mod iter;
+mod memory;
 mod open;
 mod plan;
 mod query;

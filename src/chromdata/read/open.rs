@@ -42,11 +42,18 @@ fn open(path: &Path) -> Result<OpenStore> {
             format!("{d}/index/zarr.json: missing (the index group is required)"),
         ));
     }
-    let index = index::load(&arrays, &root)?;
     let reads = Arc::new(AtomicU64::new(0));
-    let ld = Loader {
-        store: store.clone(),
-        reads: reads.clone(),
+    let ld = Loader::new(store.clone(), reads.clone());
+    // The index arrays and every Parquet footer, read at the same time (each check below
+    // then runs in its order, on what is already read).
+    let paths = parquet_paths(&tables, root.layout);
+    let threads = crate::pool::resolve_threads(0);
+    let index = if threads > 1 {
+        let pool = crate::pool::pool(threads)?;
+        pool.install(|| rayon::join(|| index::load(&arrays, &root), || ld.prefetch(&paths)))
+            .0?
+    } else {
+        index::load(&arrays, &root)?
     };
     let small = SmallTables::load(&ld, &root, &tables, &d)?;
     let sets = SpotFileSets::open(&ld, &root, &tables, &index, &small, &d)?;
@@ -67,6 +74,71 @@ fn open(path: &Path) -> Result<OpenStore> {
         source_row: Mutex::new(None),
         arrays,
     })
+}
+
+/// Every Parquet file open reads (relative to `tables/`): small tables, categories files,
+/// derived files and the spot-aligned files; members missing from the metadata are left
+/// out (the checks report them).
+fn parquet_paths(tables: &Tables, layout: crate::chromdata::spec::Layout) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let sm = &tables.spots;
+    let mut cats = |cols: &mut dyn Iterator<Item = &crate::chromdata::spec::ColumnDesc>| {
+        for c in cols {
+            if let Some(m) = c.categorical_members() {
+                out.push(m.categories.clone());
+            }
+        }
+    };
+    cats(
+        &mut [&sm.trace_id]
+            .into_iter()
+            .chain(&sm.cell_id)
+            .chain(&sm.columns),
+    );
+    cats(&mut tables.bins.columns.iter());
+    if let Some(t) = &tables.spot_tracks {
+        cats(&mut t.columns.iter());
+    }
+    for m in [
+        Some(&tables.bins),
+        tables.bin_tracks.as_ref(),
+        Some(&tables.traces),
+    ]
+    .into_iter()
+    .chain([tables.cells.as_ref()])
+    .flatten()
+    {
+        out.push(m.path.clone());
+    }
+    out.extend(tables.derived.iter().map(|d| d.path.clone()));
+    if let Ok(files) = sm.files("") {
+        match files {
+            SpotFiles::Flat { path } => out.push(path.to_string()),
+            SpotFiles::Partitioned { files, .. } => out.extend(files.iter().cloned()),
+            SpotFiles::PrimaryCoords {
+                primary_path,
+                coords_files,
+                ..
+            } => {
+                out.extend(primary_path.map(str::to_string));
+                out.extend(coords_files.iter().cloned());
+            }
+        }
+    }
+    let mut extra = |p: Result<Placement<'_>>| match p {
+        Ok(Placement::File(f)) => out.push(f.to_string()),
+        Ok(Placement::Partitions(fs)) => out.extend(fs.iter().cloned()),
+        Err(_) => {}
+    };
+    if let Some(t) = &tables.spot_tracks {
+        extra(t.placement(layout, ""));
+    }
+    for l in &tables.layers {
+        extra(l.placement(layout, ""));
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// The root and `tables` documents (§2–§4).

@@ -43,6 +43,9 @@ pub(crate) struct Selection {
     pub(crate) extra: Vec<(u64, u64)>,
     /// Keep only rows on this chromosome (flat get_chrom over multi-chromosome runs).
     pub(crate) chrom_filter: Option<i32>,
+    /// The selected runs in output order (before the chromosome filter): each run's rows
+    /// have one trace and one cell code, which is how those columns are built.
+    pub(crate) runs: Vec<usize>,
 }
 
 impl Selection {
@@ -144,6 +147,7 @@ impl OpenStore {
         let to = &self.index.trace_offsets;
         let mut sel = Selection {
             chrom_filter,
+            runs: runs.to_vec(),
             ..Selection::default()
         };
         for &r in runs {

@@ -60,10 +60,7 @@ pub(crate) struct OpenStore {
 
 impl OpenStore {
     pub(crate) fn loader(&self) -> Loader {
-        Loader {
-            store: self.store.clone(),
-            reads: self.reads.clone(),
-        }
+        Loader::new(self.store.clone(), self.reads.clone())
     }
 
     /// The file set `id` (None when the store has no such set).

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
@@ -21,12 +21,48 @@ use crate::error::{Error, Result};
 pub(crate) struct Loader {
     pub(crate) store: Arc<Store>,
     pub(crate) reads: Arc<AtomicU64>,
+    /// Files opened ahead (footers read in parallel at open), by store-relative path.
+    opened: Mutex<HashMap<String, ParquetFile>>,
 }
 
 impl Loader {
+    pub(crate) fn new(store: Arc<Store>, reads: Arc<AtomicU64>) -> Loader {
+        Loader {
+            store,
+            reads,
+            opened: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Opens `paths` (relative to `tables/`) ahead, in parallel on the library's pool, for
+    /// the checks of open to take in their own order. A file that fails to open is left
+    /// out: the check that needs it opens it again and reports the error in its place.
+    pub(crate) fn prefetch(&self, paths: &[String]) {
+        use rayon::prelude::*;
+        let opened: Vec<(String, ParquetFile)> = paths
+            .par_iter()
+            .filter_map(|p| {
+                let path = table_path(p);
+                ParquetFile::open(&self.store, &path, self.reads.clone())
+                    .ok()
+                    .map(|f| (path, f))
+            })
+            .collect();
+        let mut map = self.opened.lock().unwrap_or_else(|p| p.into_inner());
+        map.extend(opened);
+    }
+
     /// A Parquet file by its store-relative path, footer read.
     pub(crate) fn parquet(&self, path: &str) -> Result<ParquetFile> {
-        ParquetFile::open(&self.store, path, self.reads.clone())
+        let ahead = self
+            .opened
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(path);
+        match ahead {
+            Some(f) => Ok(f),
+            None => ParquetFile::open(&self.store, path, self.reads.clone()),
+        }
     }
 
     /// A Parquet file by its path relative to `tables/`.

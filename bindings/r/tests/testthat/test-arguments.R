@@ -52,6 +52,10 @@ test_that("exported dataset functions refuse bad arguments", {
       if (!identical(v, character(0)))  # character(0): all columns
         expect_arg_error(function(v) dc_obs(ds, columns = v), v, "dc_obs(columns)")
       expect_arg_error(function(v) dc_batches(ds, batch_size = v), v, "dc_batches(batch_size)")
+      expect_arg_error(function(v) dc_batches(ds, read_ahead = v), v, "dc_batches(read_ahead)")
+      expect_arg_error(function(v) dc_shuffled_order(ds, seed = v), v, "dc_shuffled_order(seed)")
+      expect_arg_error(function(v) dc_shuffled_order(ds, 1, window_tiles = v), v,
+                       "dc_shuffled_order(window_tiles)")
       expect_arg_error(function(v) dc_write(Matrix::Diagonal(2), file.path(tempdir(), "x.dc"),
                                             tile_size = v), v, "dc_write(tile_size)")
     }
@@ -137,6 +141,12 @@ test_that("the shim's routines refuse bad arguments when called directly", {
     dcr_genes = function(v) call_shim("dcr_genes", v),
     dcr_gene_order = function(v) call_shim("dcr_gene_order", v),
     dcr_read_cells = function(v) call_shim("dcr_read_cells", dsp, v),
+    dcr_batches_cells = function(v) call_shim("dcr_batches", dsp, v, 1, 1),
+    dcr_batches_size = function(v) call_shim("dcr_batches", dsp, 1, v, 1),
+    dcr_batches_ahead = function(v) call_shim("dcr_batches", dsp, 1, 1, v),
+    dcr_batches_next = function(v) call_shim("dcr_batches_next", v),
+    dcr_shuffled_seed = function(v) call_shim("dcr_shuffled_order", dsp, v, 1),
+    dcr_shuffled_window = function(v) call_shim("dcr_shuffled_order", dsp, 1, v),
     dcr_obs = function(v) call_shim("dcr_obs", dsp, v, 0L),
     dcr_obs_int64 = function(v) call_shim("dcr_obs", dsp, NULL, v),
     dcr_var_table = function(v) call_shim("dcr_var_table", v, 0L),
@@ -188,6 +198,11 @@ test_that("the shim's routines refuse bad arguments when called directly", {
   expect_error(call_shim("dcr_set", dsp, 0L, NaN), class = "deltacells_invalid_argument")
   expect_error(call_shim("dcr_set", dsp, NA_integer_, 1), class = "deltacells_invalid_argument")
   expect_error(call_shim("dcr_read_cells", dsp, 2^60), class = "deltacells_invalid_argument")
+  expect_error(call_shim("dcr_batches", dsp, 1, 0, 1), class = "deltacells_invalid_argument")
+  expect_error(call_shim("dcr_batches", dsp, 1, 1, 2^40), class = "deltacells_invalid_argument")
+  expect_error(call_shim("dcr_batches", dsp, 4, 1, 1), class = "deltacells_out_of_range")
+  expect_error(call_shim("dcr_batches_next", dsp), class = "deltacells_invalid_argument")
+  expect_error(call_shim("dcr_shuffled_order", dsp, 2^60, 1), class = "deltacells_invalid_argument")
   expect_error(call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, c(0L, 5L), 0L, 1, NULL,
                          NULL, NULL, params), "last column pointer")
   expect_error(call_shim("dcr_write", file.path(tempdir(), "y.dc"), NaN, c(0L, 1L), 0L, 1,

@@ -1,0 +1,601 @@
+//! Reading the selected rows of file sets straight into the result's columns.
+//!
+//! A read is planned first: for every row group the selected ranges touch, the pieces
+//! (rows of the group → rows of the output) it contributes. Each fixed-width output column
+//! is allocated once, at its final size, and cut into the disjoint pieces' slices; the row
+//! groups are then decoded in parallel on the library's pool — split by columns when there
+//! are few groups — and each task copies its pieces into place and drops the decoded group.
+//! A read therefore holds the result plus the groups being decoded (one per thread), not
+//! all decoded groups plus a concatenated copy; reordering (2.1 runs across partitions, 2.2
+//! coords runs into primary order) is a copy of whole blocks, reading the groups in turn
+//! and writing each block once. Columns that are not fixed-width (strings, booleans) are
+//! kept as slices of their groups and concatenated in output order at the end.
+
+use std::collections::{HashMap, HashSet};
+
+use arrow_array::{make_array, Array, ArrayRef};
+use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer};
+use arrow_data::ArrayDataBuilder;
+use arrow_schema::DataType;
+
+use super::files::FileSet;
+use super::memory::{advise_huge, HUGE};
+use crate::chromdata::access::parquet::CACHE_PER_FILE;
+use crate::error::{Error, ErrorKind, Result};
+
+/// What to read from one file set: stored column names over global row ranges, the ranges
+/// concatenated in order.
+pub(crate) struct SetRead<'a> {
+    pub(crate) set: &'a FileSet,
+    pub(crate) names: &'a [String],
+    pub(crate) ranges: &'a [(u64, u64)],
+}
+
+/// Rows `[src, src + len)` of a row group go to output rows `[dst, dst + len)`.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    src: usize,
+    dst: usize,
+    len: usize,
+}
+
+/// A touched row group of one read: its file, group within the file and pieces (in output
+/// order).
+struct GroupPlan {
+    file: usize,
+    local: usize,
+    /// Rows of the group.
+    rows: usize,
+    pieces: Vec<Piece>,
+}
+
+/// The groups one `SetRead` touches, in first-use order, and its output rows.
+struct SetPlan {
+    groups: Vec<GroupPlan>,
+    /// (group index, piece index) in output order.
+    order: Vec<(usize, usize)>,
+    rows: usize,
+    /// Top-level column index of each name, per file (files not touched: empty).
+    cols: Vec<Vec<usize>>,
+    /// Output type of each name and its byte width when fixed-width.
+    types: Vec<(DataType, Option<usize>)>,
+}
+
+fn plan_set(r: &SetRead<'_>) -> Result<SetPlan> {
+    let fs = r.set;
+    let mut groups: Vec<GroupPlan> = Vec::new();
+    let mut slot: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut order = Vec::new();
+    let mut dst = 0usize;
+    for &(s, e) in r.ranges {
+        let mut pos = s;
+        while pos < e {
+            let (g, p, local) = fs.locate(pos);
+            let (gs, ge) = (fs.boundaries[g], fs.boundaries[g + 1]);
+            let len = (e.min(ge) - pos) as usize;
+            let i = *slot.entry((p, local)).or_insert_with(|| {
+                groups.push(GroupPlan {
+                    file: p,
+                    local,
+                    rows: (ge - gs) as usize,
+                    pieces: Vec::new(),
+                });
+                groups.len() - 1
+            });
+            order.push((i, groups[i].pieces.len()));
+            groups[i].pieces.push(Piece {
+                src: (pos - gs) as usize,
+                dst,
+                len,
+            });
+            dst += len;
+            pos += len as u64;
+        }
+    }
+    let mut cols = vec![Vec::new(); fs.files.len()];
+    for g in &groups {
+        if cols[g.file].is_empty() {
+            let f = &fs.files[g.file];
+            cols[g.file] = r
+                .names
+                .iter()
+                .map(|n| f.column(n))
+                .collect::<Result<Vec<_>>>()?;
+        }
+    }
+    let types = match groups.first() {
+        Some(g) => {
+            let f = &fs.files[g.file];
+            cols[g.file]
+                .iter()
+                .map(|&c| {
+                    let t = f.schema().field(c).data_type().clone();
+                    let w = t.primitive_width();
+                    (t, w)
+                })
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    Ok(SetPlan {
+        groups,
+        order,
+        rows: dst,
+        cols,
+        types,
+    })
+}
+
+/// Where a task puts one column of its group.
+enum Dst<'a> {
+    /// Fixed-width: one output slice per piece of the group, in piece order.
+    Fixed(Vec<&'a mut [u8]>),
+    /// Kept as slices, concatenated at the end.
+    Slices,
+}
+
+/// One decode: some columns of one row group of one read.
+struct Task<'a> {
+    read: usize,
+    group: usize,
+    /// Name indices (of the read) this task decodes, with their destinations.
+    cols: Vec<(usize, Dst<'a>)>,
+    /// Arrays of the group from the cache (no decoding), by name index.
+    cached: Option<Vec<ArrayRef>>,
+    /// Return the decoded arrays (the group goes into the file's cache).
+    keep: bool,
+}
+
+/// What a task hands back besides the bytes it copied.
+#[derive(Default)]
+struct TaskOut {
+    /// (read, name index, output row, validity of the piece) for pieces with nulls.
+    nulls: Vec<(usize, usize, usize, BooleanBuffer)>,
+    /// (read, name index, output row, slice) of non-fixed-width columns.
+    slices: Vec<(usize, usize, usize, ArrayRef)>,
+    /// (read, group, name index, array) for the cache.
+    kept: Vec<(usize, usize, usize, ArrayRef)>,
+    /// (read, group) when this task decoded (rather than took the group from the cache).
+    decoded: Option<(usize, usize)>,
+}
+
+fn internal(what: &str) -> Error {
+    Error::new(ErrorKind::Internal, what.to_string())
+}
+
+/// Rows per decoded batch: a batch's columns (up to 64 KiB each for 8-byte values) stay in
+/// the cache for the copy, and the allocator reuses their memory batch after batch (whole
+/// 64k-row groups came as 512 KiB arrays, which glibc maps and unmaps each time: a page
+/// fault per 4 KiB).
+const BATCH_ROWS: usize = 8192;
+
+/// Copies the parts of the group's pieces that a batch covers, for one column: `a` holds
+/// group rows `[at, at + a.len())`.
+#[allow(clippy::too_many_arguments)]
+fn place(
+    a: &ArrayRef,
+    at: usize,
+    pieces: &[Piece],
+    dst: &mut Dst<'_>,
+    (read, k): (usize, usize),
+    width: Option<usize>,
+    out: &mut TaskOut,
+    path: &str,
+) -> Result<()> {
+    let end = at + a.len();
+    // (piece index, first group row, rows) of the piece parts inside this batch.
+    let parts = pieces.iter().enumerate().filter_map(|(i, p)| {
+        let s = p.src.max(at);
+        let e = (p.src + p.len).min(end);
+        (s < e).then_some((i, s, e - s))
+    });
+    match dst {
+        Dst::Fixed(slices) => {
+            let w = width.ok_or_else(|| internal("fixed column without a width"))?;
+            if a.data_type().primitive_width() != Some(w) {
+                return Err(Error::format(format!(
+                    "{path}: column decoded as {}, other files of the set hold another type",
+                    a.data_type()
+                )));
+            }
+            let data = a.to_data();
+            let values = data
+                .buffers()
+                .first()
+                .ok_or_else(|| internal("fixed-width array without values"))?;
+            let base = data.offset();
+            for (i, s, n) in parts {
+                let from = (base + s - at) * w;
+                let src = values
+                    .as_slice()
+                    .get(from..from + n * w)
+                    .ok_or_else(|| internal("piece outside its row group"))?;
+                let into = (s - pieces[i].src) * w;
+                slices[i][into..into + n * w].copy_from_slice(src);
+                if let Some(nb) = a.nulls() {
+                    let v = nb.inner().slice(s - at, n);
+                    if v.count_set_bits() != n {
+                        out.nulls
+                            .push((read, k, pieces[i].dst + s - pieces[i].src, v));
+                    }
+                }
+            }
+        }
+        Dst::Slices => {
+            for (i, s, n) in parts {
+                let dst = pieces[i].dst + s - pieces[i].src;
+                out.slices.push((read, k, dst, a.slice(s - at, n)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs one task: decode (or take from the cache), copy the pieces batch by batch.
+fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskOut> {
+    let plan = &plans[task.read];
+    let g = &plan.groups[task.group];
+    let file = &reads[task.read].set.files[g.file];
+    let mut out = TaskOut::default();
+    let ks: Vec<usize> = task.cols.iter().map(|(k, _)| *k).collect();
+    let mut dsts: Vec<Dst<'_>> = task.cols.into_iter().map(|(_, d)| d).collect();
+    let mut kept: Vec<Vec<ArrayRef>> = vec![Vec::new(); ks.len()];
+    let mut batch = |at: usize, arrays: Vec<ArrayRef>, out: &mut TaskOut| -> Result<()> {
+        for (j, a) in arrays.into_iter().enumerate() {
+            let k = ks[j];
+            let w = plan.types[k].1;
+            place(
+                &a,
+                at,
+                &g.pieces,
+                &mut dsts[j],
+                (task.read, k),
+                w,
+                out,
+                &file.path,
+            )?;
+            if task.keep {
+                kept[j].push(a);
+            }
+        }
+        Ok(())
+    };
+    match task.cached {
+        Some(all) => batch(0, ks.iter().map(|&k| all[k].clone()).collect(), &mut out)?,
+        None => {
+            let cols: Vec<usize> = ks.iter().map(|&k| plan.cols[g.file][k]).collect();
+            out.decoded = Some((task.read, task.group));
+            file.decode_batches(g.local, &cols, BATCH_ROWS, |at, arrays| {
+                batch(at, arrays, &mut out)
+            })?;
+        }
+    }
+    if task.keep {
+        for (j, parts) in kept.into_iter().enumerate() {
+            let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+            let a = match parts.as_slice() {
+                [one] => one.clone(),
+                _ => {
+                    arrow_select::concat::concat(&refs).map_err(|e| Error::format(e.to_string()))?
+                }
+            };
+            out.kept.push((task.read, task.group, ks[j], a));
+        }
+    }
+    Ok(out)
+}
+
+/// Start of every column in the arena is a multiple of this (Arrow's preferred alignment).
+const COLUMN_ALIGN: usize = 64;
+
+/// One zeroed allocation holding every fixed-width column of a read, each at a
+/// 64-byte-aligned offset; the result's arrays are slices of it.
+///
+/// `vec![0; n]` is a calloc: fresh pages come zeroed from the kernel and are first touched
+/// by the tasks that fill them, in parallel (an aligned zeroed allocation would memset
+/// every byte on the calling thread first: 20 % of a full read). A large arena starts on a
+/// 2 MiB boundary of a slightly larger allocation, advised for huge pages
+/// ([`super::memory`]); untouched slack costs no resident memory.
+struct Arena {
+    mem: Vec<u8>,
+    start: usize,
+    /// (offset, bytes) of each fixed-width column: `cols[read][name]`.
+    cols: ColumnSpans,
+    len: usize,
+}
+
+impl Arena {
+    fn new(plans: &[SetPlan]) -> Arena {
+        let mut len = 0usize;
+        let cols = plans
+            .iter()
+            .map(|p| {
+                p.types
+                    .iter()
+                    .map(|(_, w)| {
+                        w.map(|w| {
+                            let off = len.next_multiple_of(COLUMN_ALIGN);
+                            len = off + p.rows * w;
+                            (off, p.rows * w)
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        if len < HUGE || !cfg!(target_os = "linux") {
+            // malloc's 16-byte alignment: the column offsets are then 16-byte aligned,
+            // enough for every fixed-width Arrow type.
+            return Arena {
+                mem: vec![0u8; len],
+                start: 0,
+                cols,
+                len,
+            };
+        }
+        let mem = vec![0u8; len + HUGE];
+        let base = mem.as_ptr() as usize;
+        let start = base.next_multiple_of(HUGE) - base;
+        advise_huge(mem[start..].as_ptr(), len);
+        Arena {
+            mem,
+            start,
+            cols,
+            len,
+        }
+    }
+
+    /// The bytes of every fixed-width column, `[read][name]`.
+    fn columns(&mut self) -> Vec<Vec<Option<&mut [u8]>>> {
+        let mut rest = &mut self.mem[self.start..self.start + self.len];
+        let mut at = 0usize;
+        let mut out = Vec::with_capacity(self.cols.len());
+        for row in &self.cols {
+            let mut r = Vec::with_capacity(row.len());
+            for c in row {
+                r.push(c.map(|(off, len)| {
+                    let (_, tail) = std::mem::take(&mut rest).split_at_mut(off - at);
+                    let (col, tail) = tail.split_at_mut(len);
+                    rest = tail;
+                    at = off + len;
+                    col
+                }));
+            }
+            out.push(r);
+        }
+        out
+    }
+
+    /// The arena as one Arrow buffer (zero-copy) and the columns' (offset, bytes).
+    fn into_buffer(self) -> (Buffer, ColumnSpans) {
+        let buf = Buffer::from_vec(self.mem).slice_with_length(self.start, self.len);
+        (buf, self.cols)
+    }
+}
+
+/// Where each fixed-width column lies in the arena, `[read][name]`: (offset, bytes).
+type ColumnSpans = Vec<Vec<Option<(usize, usize)>>>;
+
+/// One column's output cut per group and piece: `[group][piece]`.
+type GroupSlices<'a> = Vec<Vec<&'a mut [u8]>>;
+
+/// Cuts `buf` (output rows × `w` bytes) into the slices of every piece, handed to the
+/// groups they belong to: `dst[group][piece]`.
+fn carve<'a>(buf: &'a mut [u8], w: usize, plan: &SetPlan) -> GroupSlices<'a> {
+    let mut per_group: GroupSlices<'a> = plan
+        .groups
+        .iter()
+        .map(|g| Vec::with_capacity(g.pieces.len()))
+        .collect();
+    let mut rest = buf;
+    for &(gi, pi) in &plan.order {
+        let len = plan.groups[gi].pieces[pi].len * w;
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
+        per_group[gi].push(head);
+        rest = tail;
+    }
+    per_group
+}
+
+/// Reads every `SetRead`, returning one array per name per read (types as stored).
+pub(crate) fn read_sets(reads: &[SetRead<'_>]) -> Result<Vec<Vec<ArrayRef>>> {
+    let plans = reads.iter().map(plan_set).collect::<Result<Vec<_>>>()?;
+    // The fixed-width columns, at their final size.
+    let mut arena = Arena::new(&plans);
+    let outs = {
+        let tasks = make_tasks(reads, &plans, arena.columns());
+        let threads = crate::pool::resolve_threads(0);
+        crate::pool::map(threads, tasks, |t| run(t, reads, &plans))?
+    };
+    // Row-group decodes, and the cache: the last groups decoded per file, in first-use order.
+    let mut kept: HashMap<(usize, usize), Vec<Option<ArrayRef>>> = HashMap::new();
+    let mut decoded: HashSet<(usize, usize)> = HashSet::new();
+    let mut nulls: HashMap<(usize, usize), Vec<(usize, BooleanBuffer)>> = HashMap::new();
+    let mut slices: HashMap<(usize, usize), Vec<(usize, ArrayRef)>> = HashMap::new();
+    for o in outs {
+        for (r, k, dst, v) in o.nulls {
+            nulls.entry((r, k)).or_default().push((dst, v));
+        }
+        for (r, k, dst, a) in o.slices {
+            slices.entry((r, k)).or_default().push((dst, a));
+        }
+        for (r, g, k, a) in o.kept {
+            let n = reads[r].names.len();
+            kept.entry((r, g)).or_insert_with(|| vec![None; n])[k] = Some(a);
+        }
+        decoded.extend(o.decoded);
+    }
+    remember(reads, &plans, &decoded, kept);
+    // Assemble each column.
+    let (buffer, offsets) = arena.into_buffer();
+    let mut result = Vec::with_capacity(reads.len());
+    for (r, plan) in plans.iter().enumerate() {
+        let mut cols = Vec::with_capacity(plan.types.len());
+        for (k, (t, _)) in plan.types.iter().enumerate() {
+            let a = match offsets[r][k] {
+                Some((off, len)) => fixed_array(
+                    t,
+                    buffer.slice_with_length(off, len),
+                    plan.rows,
+                    nulls.remove(&(r, k)),
+                )?,
+                None => concat_slices(slices.remove(&(r, k)).unwrap_or_default())?,
+            };
+            cols.push(a);
+        }
+        if plan.types.is_empty() {
+            return Err(internal("read of zero rows"));
+        }
+        result.push(cols);
+    }
+    Ok(result)
+}
+
+/// The tasks of a read: one per touched group, split by columns when there are fewer
+/// groups to decode than twice the threads (point queries), so that both cores work.
+fn make_tasks<'a>(
+    reads: &[SetRead<'_>],
+    plans: &[SetPlan],
+    columns: Vec<Vec<Option<&'a mut [u8]>>>,
+) -> Vec<Task<'a>> {
+    // dst[read][name][group] = slices of that group's pieces.
+    let mut dst: Vec<Vec<Option<GroupSlices<'a>>>> = Vec::with_capacity(columns.len());
+    for (r, row) in columns.into_iter().enumerate() {
+        let plan = &plans[r];
+        dst.push(
+            row.into_iter()
+                .zip(&plan.types)
+                .map(|(b, (_, w))| match (b, w) {
+                    (Some(b), Some(w)) => Some(carve(b, *w, plan)),
+                    _ => None,
+                })
+                .collect(),
+        );
+    }
+    let threads = crate::pool::resolve_threads(0);
+    let mut n_decodes = 0usize;
+    let mut entries = Vec::new();
+    for (r, plan) in plans.iter().enumerate() {
+        let fs = reads[r].set;
+        let keep = last_per_file(plan);
+        for (gi, g) in plan.groups.iter().enumerate() {
+            let file = &fs.files[g.file];
+            let cached = file.cached(g.local, &plan.cols[g.file]);
+            if cached.is_none() {
+                n_decodes += 1;
+            }
+            entries.push((r, gi, cached, keep.contains(&gi)));
+        }
+    }
+    let split = n_decodes > 0 && n_decodes < 2 * threads;
+    let mut tasks = Vec::new();
+    for (r, gi, cached, keep) in entries {
+        let n_cols = plans[r].types.len();
+        let mut cols: Vec<(usize, Dst<'a>)> = (0..n_cols)
+            .map(|k| {
+                let d = match dst[r][k].as_mut() {
+                    Some(per_group) => Dst::Fixed(std::mem::take(&mut per_group[gi])),
+                    None => Dst::Slices,
+                };
+                (k, d)
+            })
+            .collect();
+        let chunks = if split && cached.is_none() {
+            // About 4 tasks per thread over the decodes, at least one column each.
+            (4 * threads).div_ceil(n_decodes).clamp(1, n_cols.max(1))
+        } else {
+            1
+        };
+        let per = n_cols.div_ceil(chunks).max(1);
+        while !cols.is_empty() {
+            let rest = cols.split_off(per.min(cols.len()));
+            tasks.push(Task {
+                read: r,
+                group: gi,
+                cols,
+                cached: cached.clone(),
+                keep,
+            });
+            cols = rest;
+        }
+    }
+    tasks
+}
+
+/// Indices of the groups of `plan` that end up in the file caches: the last
+/// `CACHE_PER_FILE` per file, in first-use order, among those the read uses only part of
+/// (a later query — the next batch of an iteration — may want the rest; a group read whole,
+/// as in full reads, is not kept: keeping the last groups of every partition would hold
+/// hundreds of MB after a full read).
+fn last_per_file(plan: &SetPlan) -> Vec<usize> {
+    let mut per_file: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (gi, g) in plan.groups.iter().enumerate() {
+        if g.pieces.iter().map(|p| p.len).sum::<usize>() < g.rows {
+            per_file.entry(g.file).or_default().push(gi);
+        }
+    }
+    per_file
+        .into_values()
+        .flat_map(|v| v.into_iter().rev().take(CACHE_PER_FILE))
+        .collect()
+}
+
+/// Counts the decodes and puts the kept groups into their files' caches in first-use order.
+fn remember(
+    reads: &[SetRead<'_>],
+    plans: &[SetPlan],
+    decoded: &HashSet<(usize, usize)>,
+    mut kept: HashMap<(usize, usize), Vec<Option<ArrayRef>>>,
+) {
+    for (r, plan) in plans.iter().enumerate() {
+        let fs = reads[r].set;
+        for (gi, g) in plan.groups.iter().enumerate() {
+            if !decoded.contains(&(r, gi)) {
+                continue;
+            }
+            let file = &fs.files[g.file];
+            let cols = &plan.cols[g.file];
+            file.count_reads(1);
+            if let Some(arrays) = kept.remove(&(r, gi)) {
+                if let Some(arrays) = arrays.into_iter().collect::<Option<Vec<_>>>() {
+                    file.remember_arrays(g.local, cols, arrays);
+                }
+            }
+        }
+    }
+}
+
+/// A fixed-width column from its filled buffer and the validity of the pieces with nulls.
+fn fixed_array(
+    t: &DataType,
+    values: Buffer,
+    rows: usize,
+    nulls: Option<Vec<(usize, BooleanBuffer)>>,
+) -> Result<ArrayRef> {
+    let nulls = nulls.map(|mut pieces| {
+        pieces.sort_unstable_by_key(|(dst, _)| *dst);
+        let mut b = BooleanBufferBuilder::new(rows);
+        for (dst, v) in pieces {
+            b.append_n(dst - b.len(), true);
+            b.append_buffer(&v);
+        }
+        b.append_n(rows - b.len(), true);
+        NullBuffer::new(b.finish())
+    });
+    let data = ArrayDataBuilder::new(t.clone())
+        .len(rows)
+        .add_buffer(values)
+        .nulls(nulls)
+        .build()
+        .map_err(|e| Error::format(e.to_string()))?;
+    Ok(make_array(data))
+}
+
+/// Slices in output order, as one array.
+fn concat_slices(mut pieces: Vec<(usize, ArrayRef)>) -> Result<ArrayRef> {
+    pieces.sort_unstable_by_key(|(dst, _)| *dst);
+    let refs: Vec<&dyn Array> = pieces.iter().map(|(_, a)| a.as_ref()).collect();
+    if refs.is_empty() {
+        return Err(internal("read of zero rows"));
+    }
+    arrow_select::concat::concat(&refs).map_err(|e| Error::format(e.to_string()))
+}

@@ -1,0 +1,38 @@
+//! Result memory: large result buffers ask the kernel for transparent huge pages.
+//!
+//! A read faults in every page of its result once. With 4 KiB pages those faults were a
+//! third of a full read's time on the project's 2-core VM (memcg accounting makes each one
+//! costly); 2 MiB pages are 512 times fewer. Only whole 2 MiB pages inside an allocation
+//! are advised, so resident memory does not grow.
+
+/// Huge page size of x86-64 / aarch64 Linux transparent huge pages.
+pub(crate) const HUGE: usize = 2 << 20;
+
+/// Asks for transparent huge pages over the whole 2 MiB pages of `[ptr, ptr + len)`, which
+/// must be memory the caller owns and has not touched yet (touched pages are already
+/// backed). A no-op below 2 MiB and off Linux.
+pub(crate) fn advise_huge(ptr: *const u8, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        let start = (ptr as usize).next_multiple_of(HUGE);
+        let end = (ptr as usize).saturating_add(len) / HUGE * HUGE;
+        if end > start {
+            // SAFETY: madvise only changes how the kernel backs the pages of
+            // [start, end), which lies inside the caller's allocation; the contents and
+            // validity of the memory do not change, and a failure (THP disabled) is
+            // harmless and ignored.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, len);
+}
+
+/// An empty vector with room for `n` values, its large allocation advised for huge pages.
+pub(crate) fn result_vec<T>(n: usize) -> Vec<T> {
+    let v: Vec<T> = Vec::with_capacity(n);
+    advise_huge(v.as_ptr().cast(), v.capacity() * std::mem::size_of::<T>());
+    v
+}
