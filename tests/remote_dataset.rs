@@ -462,3 +462,137 @@ fn c_abi_opens_by_url() {
     let st = unsafe { dc_dataset_open_opts(url.as_ptr(), ptr::null(), 2, &mut ds) };
     assert_eq!(st, DC_ERR_INVALID_ARGUMENT);
 }
+
+#[test]
+fn a_server_stopped_mid_read_is_an_io_error_naming_the_url() {
+    if skip() {
+        return;
+    }
+    // Its own servers: this test stops them.
+    let dir = TempDir::new("remote-stopped");
+    std::fs::create_dir_all(dir.join("serve")).unwrap();
+    let own = Servers::start(&dir.join("serve"));
+    let input = input();
+    write_local(&dir.join("ds"), &input);
+    upload_dir(&own.root("stopped/ds"), &dir.join("ds"));
+    let mut opts = own.opts();
+    opts.extend(["timeout_ms=500".to_string(), "retries=1".to_string()]);
+    let ds = Dataset::open_url("s3://dc-test/stopped/ds", &as_strs(&opts)).unwrap();
+    let order = ds.gene_order().unwrap().to_vec();
+    check_gather(&ds, &input, Some(&order), &[3, 40]);
+    drop(own);
+    // Tiles not read yet: the requests (planning's, then the gather's) find no server.
+    let cells = [120u64, 200];
+    let start = Instant::now();
+    let planned = ds.batch_nnz(&cells).unwrap_err();
+    let nnz: usize = cells
+        .iter()
+        .map(|&c| (input.indptr[c as usize + 1] - input.indptr[c as usize]) as usize)
+        .sum();
+    let mut indptr = vec![0i64; cells.len() + 1];
+    let mut indices = vec![0i32; nnz];
+    let mut values = vec![0i32; nnz];
+    let gathered = ds
+        .gather(
+            &cells,
+            &mut indptr,
+            &mut indices,
+            ValuesOut::I32(&mut values),
+        )
+        .unwrap_err();
+    for e in [planned, gathered] {
+        assert_eq!(e.kind, ErrorKind::Io, "{}", e.message);
+        assert!(
+            e.message.contains("s3://dc-test/stopped/ds/tiles/"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("GET"), "{}", e.message);
+    }
+    // A hang guard, not a performance threshold.
+    assert!(start.elapsed() < Duration::from_secs(60));
+}
+
+/// A server on 127.0.0.1 that answers `n` requests with 404 and hands back each request's
+/// head (request line and headers, lower-cased names).
+fn recording_server(n: usize) -> (String, std::thread::JoinHandle<Vec<String>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = format!("http://{}", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let mut heads = Vec::new();
+        for stream in listener.incoming().take(n) {
+            let mut stream = stream.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            heads.push(String::from_utf8_lossy(&head).to_ascii_lowercase());
+            let _ = stream.write_all(
+                b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+        }
+        heads
+    });
+    (addr, handle)
+}
+
+#[test]
+fn gs_and_az_urls_reach_their_backends() {
+    // Google Cloud Storage: GET <base>/<bucket>/<object name> with a bearer token.
+    let (addr, server) = recording_server(1);
+    let opts = [
+        format!("google_base_url={addr}"),
+        "google_bearer_token=gcs-token-QQQ".to_string(),
+        "allow_http=true".to_string(),
+        "retries=0".to_string(),
+    ];
+    let e = Dataset::open_url("gs://gbucket/some/ds", &as_strs(&opts))
+        .err()
+        .unwrap();
+    assert_eq!(e.kind, ErrorKind::NotFound, "{}", e.message);
+    assert!(
+        e.message.contains("gs://gbucket/some/ds") && e.message.contains("manifest.json"),
+        "{}",
+        e.message
+    );
+    let heads = server.join().unwrap();
+    assert!(
+        // The object name is one percent-encoded path segment (lower-cased above).
+        heads[0].starts_with("get /gbucket/some%2fds%2fmanifest%2ejson "),
+        "{}",
+        heads[0]
+    );
+    assert!(
+        heads[0].contains("authorization: bearer gcs-token-qqq"),
+        "{}",
+        heads[0]
+    );
+
+    // Azure Blob Storage: GET <account endpoint>/<container>/<blob>, with x-ms-version.
+    let (addr, server) = recording_server(1);
+    let opts = [
+        format!("azure_storage_endpoint={addr}"),
+        "azure_storage_account_name=acct".to_string(),
+        "azure_skip_signature=true".to_string(),
+        "allow_http=true".to_string(),
+        "retries=0".to_string(),
+    ];
+    let e = Dataset::open_url("az://cont/some/ds", &as_strs(&opts))
+        .err()
+        .unwrap();
+    assert_eq!(e.kind, ErrorKind::NotFound, "{}", e.message);
+    assert!(
+        e.message.contains("az://cont/some/ds") && e.message.contains("manifest.json"),
+        "{}",
+        e.message
+    );
+    let heads = server.join().unwrap();
+    assert!(
+        heads[0].starts_with("get /cont/some/ds/manifest.json "),
+        "{}",
+        heads[0]
+    );
+    assert!(heads[0].contains("x-ms-version:"), "{}", heads[0]);
+}
