@@ -80,7 +80,7 @@ test_that("library errors become deltacells_error conditions", {
                     class = "deltacells_not_found")
   expect_s3_class(e, "deltacells_error")
   expect_equal(e$status_name, "DC_ERR_NOT_FOUND")
-  expect_match(conditionMessage(e), "dc_dataset_open: DC_ERR_NOT_FOUND: .*no-such-dataset")
+  expect_match(conditionMessage(e), "dc_dataset_open_opts: DC_ERR_NOT_FOUND: .*no-such-dataset")
 
   m <- make_counts(5, 3, density = 0.5)
   path <- file.path(tempdir(), "err.dc")
