@@ -5,7 +5,10 @@
 //!
 //! Options: `--spots N` (10,000,000), `--tracks K` (60 float32 spot tracks), `--budget MB`
 //! (writer memory budget, 512 MiB), `--chroms C` (20; 3..=20), `--traces Q` (50 random
-//! traces), `--cells Q` (20 random cells), `--seed S`, `--no-python`, `--keep`.
+//! traces), `--cells Q` (20 random cells), `--seed S`, `--no-python`, `--keep`,
+//! `--stores 2.0,2.1,2.2,cdz` (which stores to write / read; all by default), `--phase
+//! write|read|all` with `--dir DIR` (write the input and stores and keep them, or read the
+//! stores a write phase left there: a 10 M-spot run split into calls of a few minutes).
 //!
 //! One run, one synthetic chromatin-tracing dataset (cells ~ spots / 20,000, 2 traces per
 //! cell, ~1,000 bins on C chromosomes, x / y / z float64 with ~0.2 % NaN, K float32 tracks
@@ -19,14 +22,28 @@
 //!    one flat Parquet file (parquet crate, zstd 3, the flat layout's 65,536-row groups,
 //!    input order), same child-process harness; and `pyarrow.parquet.write_table` of the
 //!    same IPC data (tests/chromdata/bench_pyarrow.py, timed in Python).
-//! 2. Reading, per store: open; get_trace (median over random traces), get_cell (random
-//!    cells), get_chrom (every chromosome, all columns and `coords`), each with a fresh
-//!    handle per query kind; full read (`read_spots`) in a child process (time + peak RSS).
-//!    Baseline: pyarrow reading exactly the same row groups and columns of the same files
-//!    (`ChromData::read_plan` exports them), with and without threads.
+//! 2. Reading, per store, ours through the C ABI (`dc_chromdata_*`, result streams drained):
+//!    open; get_trace (median over random traces), get_cell (random cells), get_chrom
+//!    (every chromosome, all columns and `coords`), each with a fresh handle per query
+//!    kind; get_chrom(coords) of the first five chromosomes one after the other (median of
+//!    5 rounds, fresh handles); full read (`read_spots`, all columns and coords) in child
+//!    processes (the first read of each: time + peak RSS; then further reads in the same
+//!    process, timed as pyarrow's are). Baseline: pyarrow reading exactly the same row
+//!    groups and columns of the same files (`ChromData::read_plan` exports them), with and
+//!    without threads.
 //!
-//! Prints markdown tables.
+//! `--sets SPOTSxTRACKS,...` runs all this for several data sets, each in a subdirectory of
+//! the bench directory; issue #17's three (split into a write phase under the shared-load
+//! wrapper and a read phase timed alone):
+//!
+//!     cargo bench --features cli --bench chromdata -- --sets 2000000x1,1000000x30,10000000x60 \
+//!         --stores 2.2 --phase write --dir /tmp/cd17
+//!     target/release/deps/chromdata-* --sets 2000000x1,1000000x30,10000000x60 --stores 2.2 \
+//!         --phase read --dir /tmp/cd17
+//!
+//! Prints markdown tables, ending with the issue's goals (ours / pyarrow, same run).
 
+use std::ffi::{c_char, CString};
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
@@ -34,6 +51,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
 use arrow_array::types::Int32Type;
 use arrow_array::{
     ArrayRef, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
@@ -42,6 +60,10 @@ use arrow_array::{
 use deltacells::chromdata::{
     CatValue, ChromData, ChromDataWriter, Columns, FileRead, Layout, PlanQuery, WriterOptions,
 };
+use deltacells::ffi::{
+    dc_chromdata, dc_chromdata_free, dc_chromdata_get_cell, dc_chromdata_get_chrom,
+    dc_chromdata_get_trace, dc_chromdata_open, dc_chromdata_read_spots, dc_last_error,
+};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -49,9 +71,12 @@ use serde_json::{json, Value};
 
 /// Target rows per row group of the flat layout (and of the Parquet baseline).
 const FLAT_ROW_GROUP: usize = 65_536;
+/// The stores of `--stores`: 2.0 flat, 2.1 partitioned, 2.2 primary+coords, 2.2 as `.cdz`.
+const STORES: [&str; 4] = ["2.0", "2.1", "2.2", "cdz"];
 /// Rows per input batch (IPC record batch, one `append`).
 const BATCH_ROWS: usize = 65_536;
 
+#[derive(Clone)]
 struct Args {
     spots: u64,
     tracks: usize,
@@ -64,6 +89,11 @@ struct Args {
     keep: bool,
     phase: Phase,
     dir: Option<PathBuf>,
+    /// Stores to write / read (`--stores 2.0,2.1,2.2,cdz`; all by default).
+    stores: Vec<String>,
+    /// Data sets (`--sets 2000000x1,1000000x30`: spots x tracks), each in its own
+    /// subdirectory of the bench directory; else the one of `--spots` / `--tracks`.
+    sets: Option<Vec<(u64, usize)>>,
 }
 
 /// Which part of the benchmark to run (`--phase`): `write` generates the input and writes
@@ -89,6 +119,8 @@ fn args(v: &[String]) -> Args {
         keep: false,
         phase: Phase::All,
         dir: None,
+        stores: STORES.iter().map(|s| s.to_string()).collect(),
+        sets: None,
     };
     let mut i = 0;
     while i < v.len() {
@@ -115,6 +147,21 @@ fn args(v: &[String]) -> Args {
                 }
             }
             "--dir" => a.dir = Some(PathBuf::from(&next)),
+            "--stores" => {
+                a.stores = next.split(',').map(str::to_string).collect();
+                if let Some(bad) = a.stores.iter().find(|s| !STORES.contains(&s.as_str())) {
+                    panic!("--stores: one of {STORES:?}, not {bad:?}");
+                }
+            }
+            "--sets" => {
+                let set = |x: &str| -> (u64, usize) {
+                    let (n, k) = x
+                        .split_once('x')
+                        .unwrap_or_else(|| panic!("--sets: SPOTSxTRACKS, not {x:?}"));
+                    (num(n), num(k) as usize)
+                };
+                a.sets = Some(next.split(',').map(set).collect());
+            }
             "--no-python" => {
                 a.python = false;
                 i += 1;
@@ -247,6 +294,84 @@ fn make_batch(rng: &mut Rng, rows: usize, a: &Args, s: &Shape) -> RecordBatch {
     RecordBatch::try_from_iter(cols).unwrap()
 }
 
+/// Our reader through the C ABI (`dc_chromdata_*`, what C, C++, R, Julia and Python callers
+/// get): every result stream is imported and drained (each batch taken) before the clock
+/// stops, as a caller would.
+struct CStore(*mut dc_chromdata);
+
+impl CStore {
+    fn open(path: &Path) -> CStore {
+        let p = CString::new(path.to_str().unwrap()).unwrap();
+        let mut h = std::ptr::null_mut();
+        // SAFETY: `p` is NUL-terminated, `h` writable.
+        check("dc_chromdata_open", unsafe {
+            dc_chromdata_open(p.as_ptr(), &mut h)
+        });
+        CStore(h)
+    }
+
+    /// Runs one query and returns its batches.
+    fn query(&self, q: &PlanQuery, columns: &Columns) -> Vec<RecordBatch> {
+        let names: Vec<CString> = match columns {
+            Columns::All => Vec::new(),
+            Columns::Coords => vec![CString::new("coords").unwrap()],
+            Columns::Names(v) => v
+                .iter()
+                .map(|n| CString::new(n.as_str()).unwrap())
+                .collect(),
+        };
+        let ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+        let cols = if ptrs.is_empty() {
+            std::ptr::null()
+        } else {
+            ptrs.as_ptr()
+        };
+        let id = |v: &CatValue| match v {
+            CatValue::Int(i) => CString::new(i.to_string()).unwrap(),
+            CatValue::Str(s) => CString::new(s.as_str()).unwrap(),
+        };
+        let mut stream = FFI_ArrowArrayStream::empty();
+        let (h, n, out) = (self.0, ptrs.len(), &mut stream as *mut FFI_ArrowArrayStream);
+        // SAFETY: live handle, NUL-terminated strings alive for the call, `n` column
+        // pointers at `cols`, `out` writable.
+        let st = unsafe {
+            match q {
+                PlanQuery::Trace(t) => dc_chromdata_get_trace(h, id(t).as_ptr(), cols, n, out),
+                PlanQuery::Cell(c) => dc_chromdata_get_cell(h, id(c).as_ptr(), cols, n, out),
+                PlanQuery::Chrom(c) => {
+                    let c = CString::new(c.as_str()).unwrap();
+                    dc_chromdata_get_chrom(h, c.as_ptr(), cols, n, out)
+                }
+                PlanQuery::All => dc_chromdata_read_spots(h, 0, cols, n, out),
+            }
+        };
+        check("query", st);
+        RecordBatchStreamReader::try_new(stream)
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect()
+    }
+}
+
+impl Drop for CStore {
+    fn drop(&mut self) {
+        // SAFETY: a handle from dc_chromdata_open, freed once.
+        unsafe { dc_chromdata_free(self.0) }
+    }
+}
+
+fn check(what: &str, st: i32) {
+    if st != 0 {
+        // SAFETY: dc_last_error returns a NUL-terminated string of this thread.
+        let msg = unsafe { std::ffi::CStr::from_ptr(dc_last_error()) };
+        panic!("{what}: status {st}: {}", msg.to_string_lossy());
+    }
+}
+
+fn rows_of(b: &[RecordBatch]) -> usize {
+    b.iter().map(RecordBatch::num_rows).sum()
+}
+
 fn write_ipc(path: &Path, batches: impl Iterator<Item = RecordBatch>) {
     let mut w: Option<arrow_ipc::writer::FileWriter<BufWriter<File>>> = None;
     for b in batches {
@@ -359,31 +484,46 @@ fn child_write(v: &[String]) {
     );
 }
 
-/// `--child-read STORE all|coords`: opens (timed separately) and reads every spot; prints
-/// the times, peak RSS, RSS after open and the result's size.
+/// `--child-read STORE all|coords WARM`: through the C ABI, opens (timed separately) and
+/// reads every spot; prints the times, peak RSS, RSS after open and the result's size; then
+/// reads WARM times more in this process (pool started, allocator warm, as pyarrow's reads
+/// are timed), each with a fresh handle so that no row-group cache is reused.
 fn child_read(v: &[String]) {
     let columns = match v.get(1).map(String::as_str) {
         Some("coords") => Columns::Coords,
         _ => Columns::All,
     };
+    let warm_runs: usize = v.get(2).map_or(WARM_RUNS, |w| w.parse().unwrap());
+    let store = Path::new(&v[0]);
     let t = Instant::now();
-    let cd = ChromData::open(&v[0]).unwrap();
+    let cd = CStore::open(store);
     let open = t.elapsed().as_secs_f64();
     let open_rss = vm_kb("VmRSS:");
     let t = Instant::now();
-    let before = cd.row_group_reads();
-    let b = cd.read_spots(false, &columns).unwrap();
+    let b = cd.query(&PlanQuery::All, &columns);
     let secs = t.elapsed().as_secs_f64();
     let result_bytes: usize = b
-        .columns()
         .iter()
+        .flat_map(|b| b.columns())
         .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
         .sum();
+    let (rows, cols, peak) = (rows_of(&b), b[0].num_columns(), vm_hwm_kb());
+    drop(b);
+    drop(cd);
+    let warm: Vec<f64> = (0..warm_runs)
+        .map(|_| {
+            let cd = CStore::open(store);
+            let t = Instant::now();
+            let b = cd.query(&PlanQuery::All, &columns);
+            let s = t.elapsed().as_secs_f64();
+            drop(b);
+            s
+        })
+        .collect();
     println!(
         "{}",
-        json!({"open": open, "secs": secs, "rows": b.num_rows(), "cols": b.num_columns(),
-               "decoded": cd.row_group_reads() - before, "peak_rss_kb": vm_hwm_kb(),
-               "open_rss_kb": open_rss, "result_bytes": result_bytes})
+        json!({"open": open, "secs": secs, "warm": warm, "rows": rows, "cols": cols,
+               "peak_rss_kb": peak, "open_rss_kb": open_rss, "result_bytes": result_bytes})
     );
 }
 
@@ -494,9 +634,8 @@ struct Kind {
     name: &'static str,
     ours: Vec<f64>,
     plans: Vec<Value>,
-    /// Row groups our reader decoded (its per-file cache of the last decoded groups can
-    /// serve a later query of the same handle) and row groups in the plans.
-    decoded: u64,
+    /// Row groups in the plans (what pyarrow reads; ours reads the same, less what its
+    /// per-file cache of the last decoded groups serves).
     planned: u64,
 }
 
@@ -506,41 +645,68 @@ struct ReadRow {
     store: String,
     kind: String,
     n: usize,
-    /// Row groups decoded by ours / read by pyarrow, summed over the queries.
+    /// Row groups read by pyarrow, summed over the queries of one timing.
     groups: String,
     ours: f64,
     py: f64,
     py1: f64,
 }
 
+/// Times each query alone, all on one handle (opened untimed), through the C ABI.
 fn time_kind(store: &Path, name: &'static str, ids: &[PlanQuery], columns: &Columns) -> Kind {
-    let cd = ChromData::open(store).unwrap();
+    let cd = CStore::open(store);
+    let planner = ChromData::open(store).unwrap();
     let mut ours = Vec::new();
     let mut plans = Vec::new();
-    let before = cd.row_group_reads();
     let mut planned = 0;
     for q in ids {
         let t = Instant::now();
-        let b = match q {
-            PlanQuery::Trace(id) => cd.get_trace(id, columns),
-            PlanQuery::Cell(id) => cd.get_cell(id, columns),
-            PlanQuery::Chrom(c) => cd.get_chrom(c, columns),
-            PlanQuery::All => cd.read_spots(false, columns),
-        }
-        .unwrap();
+        let b = cd.query(q, columns);
         ours.push(t.elapsed().as_secs_f64());
-        assert!(b.num_rows() > 0, "{name}: empty answer");
+        assert!(rows_of(&b) > 0, "{name}: empty answer");
         drop(b);
-        let plan = cd.read_plan(q, columns).unwrap();
+        let plan = planner.read_plan(q, columns).unwrap();
         planned += plan.iter().map(|f| f.row_groups.len() as u64).sum::<u64>();
         plans.push(plan_json(&plan));
     }
-    let decoded = cd.row_group_reads() - before;
     Kind {
         name,
         ours,
         plans,
-        decoded,
+        planned,
+    }
+}
+
+/// Times `rounds` runs of all `ids` together (the issue's "get_chrom(coords) x5"), each
+/// round on a fresh handle opened untimed; pyarrow gets one item per round with the reads
+/// of all the queries.
+fn time_rounds(
+    store: &Path,
+    name: &'static str,
+    ids: &[PlanQuery],
+    columns: &Columns,
+    rounds: usize,
+) -> Kind {
+    let planner = ChromData::open(store).unwrap();
+    let mut reads = Vec::new();
+    for q in ids {
+        reads.extend(planner.read_plan(q, columns).unwrap());
+    }
+    let planned = reads.iter().map(|f| f.row_groups.len() as u64).sum();
+    let ours = (0..rounds)
+        .map(|_| {
+            let cd = CStore::open(store);
+            let t = Instant::now();
+            for q in ids {
+                assert!(rows_of(&cd.query(q, columns)) > 0, "{name}: empty answer");
+            }
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    Kind {
+        name,
+        ours,
+        plans: vec![plan_json(&reads); rounds],
         planned,
     }
 }
@@ -599,7 +765,10 @@ fn py_median(v: &Option<Value>, kind: &str, key: &str) -> f64 {
 struct FullRow {
     store: String,
     columns: &'static str,
+    /// Median of the reads after the first in each child process.
     ours: f64,
+    /// Median of the first read of each child process (fresh process, after open).
+    fresh: f64,
     /// Peak RSS, RSS after open, result size (bytes), of our median run.
     peak: u64,
     open_rss: u64,
@@ -613,6 +782,8 @@ struct FullRow {
 
 /// Fresh processes per full read of ours (median taken).
 const FULL_RUNS: usize = 3;
+/// Further full reads per child process, timed after its first (see `child_read`).
+const WARM_RUNS: usize = 2;
 
 /// Largest share of the rows in one partition (2.1 / 2.2: one file of the coords-only full
 /// read per partition) or in one row group (2.0: a single file).
@@ -628,6 +799,11 @@ fn largest_partition_share(store: &Path) -> f64 {
     largest / total.max(1.0)
 }
 
+/// Chromosomes of the issue's "get_chrom(coords) x5" (the first five, read one after the
+/// other), and rounds of that timing (median taken).
+const CHROMS_X5: usize = 5;
+const ROUNDS_X5: usize = 5;
+
 /// Read benchmarks of one store; returns the per-kind rows and the full-read rows.
 fn bench_reads(
     ctx: &Ctx,
@@ -637,28 +813,28 @@ fn bench_reads(
     cells: &[CatValue],
     chroms: &[String],
 ) -> (Vec<ReadRow>, Vec<FullRow>) {
-    // Open: fresh handle each time, median of 5.
-    let mut open = Vec::new();
-    for _ in 0..5 {
-        let t = Instant::now();
-        let cd = ChromData::open(store).unwrap();
-        open.push(t.elapsed().as_secs_f64());
-        drop(cd);
-    }
+    // Open through the C ABI: fresh handle each time, median of 5.
+    let open: Vec<f64> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            let cd = CStore::open(store);
+            let s = t.elapsed().as_secs_f64();
+            drop(cd);
+            s
+        })
+        .collect();
     let cd = ChromData::open(store).unwrap();
-    let full_plans: Vec<(&'static str, Columns, Vec<FileRead>)> =
+    let full_plans: Vec<(&'static str, Vec<FileRead>)> =
         [("all columns", Columns::All), ("coords", Columns::Coords)]
             .into_iter()
-            .map(|(name, c)| {
-                let plan = cd.read_plan(&PlanQuery::All, &c).unwrap();
-                (name, c, plan)
-            })
+            .map(|(name, c)| (name, cd.read_plan(&PlanQuery::All, &c).unwrap()))
             .collect();
     drop(cd);
     let q = |f: fn(CatValue) -> PlanQuery, ids: &[CatValue]| -> Vec<PlanQuery> {
         ids.iter().cloned().map(f).collect()
     };
     let chrom_q: Vec<PlanQuery> = chroms.iter().cloned().map(PlanQuery::Chrom).collect();
+    let x5 = &chrom_q[..CHROMS_X5.min(chrom_q.len())];
     let kinds = vec![
         time_kind(
             store,
@@ -669,16 +845,22 @@ fn bench_reads(
         time_kind(store, "get_cell", &q(PlanQuery::Cell, cells), &Columns::All),
         time_kind(store, "get_chrom (all columns)", &chrom_q, &Columns::All),
         time_kind(store, "get_chrom (coords)", &chrom_q, &Columns::Coords),
+        time_rounds(
+            store,
+            "get_chrom (coords) x5",
+            x5,
+            &Columns::Coords,
+            ROUNDS_X5,
+        ),
     ];
-    let all_plan = plan_json(&full_plans[0].2);
+    let all_plan = plan_json(&full_plans[0].1);
     let mut queries = vec![json!({"kind": "open", "items": [all_plan]})];
     for k in &kinds {
         queries.push(json!({"kind": k.name, "items": k.plans}));
     }
-    for (name, _, plan) in &full_plans {
-        let item = plan_json(plan);
+    for (name, plan) in &full_plans {
         queries.push(json!({"kind": format!("full read ({name})"),
-                            "items": vec![item; FULL_RUNS]}));
+                            "items": vec![plan_json(plan); FULL_RUNS], "threads_only": true}));
     }
     let py = py_read(ctx, store, Value::Array(queries), false);
 
@@ -696,23 +878,48 @@ fn bench_reads(
             store: label.into(),
             kind: k.name.into(),
             n: k.ours.len(),
-            groups: format!("{} / {}", k.decoded, k.planned),
+            groups: k.planned.to_string(),
             ours: median(&k.ours),
             py: py_median(&py, k.name, "threads"),
             py1: py_median(&py, k.name, "single"),
         });
     }
-    // Full reads: ours in fresh processes (time and memory), pyarrow's memory in a fresh
-    // process of its own.
+    let fulls = full_reads(ctx, label, store, &full_plans, &py, &mut rows);
+    (rows, fulls)
+}
+
+/// Full reads: ours in child processes (time and memory), pyarrow's memory in a fresh
+/// process of its own; pyarrow's times come from `py` (the run of all kinds).
+fn full_reads(
+    ctx: &Ctx,
+    label: &str,
+    store: &Path,
+    full_plans: &[(&'static str, Vec<FileRead>)],
+    py: &Option<Value>,
+    rows: &mut Vec<ReadRow>,
+) -> Vec<FullRow> {
     let share = largest_partition_share(store);
     let mut fulls = Vec::new();
-    for (name, _, plan) in &full_plans {
+    for (name, plan) in full_plans {
         let arg = if *name == "coords" { "coords" } else { "all" };
         let mut runs: Vec<Value> = (0..FULL_RUNS)
-            .map(|_| run_json(self_cmd().arg("--child-read").arg(store).arg(arg)))
+            .map(|_| {
+                run_json(
+                    self_cmd()
+                        .arg("--child-read")
+                        .arg(store)
+                        .arg(arg)
+                        .arg(WARM_RUNS.to_string()),
+                )
+            })
             .collect();
         runs.sort_by(|a, b| a["secs"].as_f64().partial_cmp(&b["secs"].as_f64()).unwrap());
         let mid = &runs[FULL_RUNS / 2];
+        let warm: Vec<f64> = runs
+            .iter()
+            .flat_map(|r| r["warm"].as_array().unwrap().iter())
+            .map(|s| s.as_f64().unwrap())
+            .collect();
         let kind = format!("full read ({name})");
         let py_full = py_read(
             ctx,
@@ -723,26 +930,27 @@ fn bench_reads(
         let result = mid["result_bytes"].as_u64().unwrap();
         rows.push(ReadRow {
             store: label.into(),
-            kind: format!("{kind}, median of {FULL_RUNS}"),
-            n: FULL_RUNS,
-            groups: format!(
-                "{} / {}",
-                mid["decoded"],
-                plan.iter().map(|f| f.row_groups.len()).sum::<usize>()
-            ),
-            ours: mid["secs"].as_f64().unwrap(),
-            py: py_median(&py, &kind, "threads"),
-            py1: py_median(&py, &kind, "single"),
+            kind: format!("{kind}, in process"),
+            n: warm.len(),
+            groups: plan
+                .iter()
+                .map(|f| f.row_groups.len())
+                .sum::<usize>()
+                .to_string(),
+            ours: median(&warm),
+            py: py_median(py, &kind, "threads"),
+            py1: f64::NAN,
         });
         fulls.push(FullRow {
             store: label.into(),
             columns: name,
-            ours: mid["secs"].as_f64().unwrap(),
+            ours: median(&warm),
+            fresh: mid["secs"].as_f64().unwrap(),
             peak: mid["peak_rss_kb"].as_u64().unwrap() * 1024,
             open_rss: mid["open_rss_kb"].as_u64().unwrap() * 1024,
             result,
             partition: (result as f64 * share) as u64,
-            py: py_median(&py, &kind, "threads"),
+            py: py_median(py, &kind, "threads"),
             py_peak: py_full
                 .as_ref()
                 .and_then(|v| v["peak_rss_kb"].as_u64())
@@ -750,7 +958,7 @@ fn bench_reads(
                 * 1024,
         });
     }
-    (rows, fulls)
+    fulls
 }
 
 fn main() {
@@ -763,15 +971,43 @@ fn main() {
     }
     let a = args(&argv);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = a
+    let base = a
         .dir
         .clone()
         .unwrap_or_else(|| root.join("target/bench-chromdata"));
+    let py_version = if a.python { python_ok() } else { None };
+    let sets = a.sets.clone().unwrap_or_else(|| vec![(a.spots, a.tracks)]);
+    let mut results = Vec::new();
+    for &(spots, tracks) in &sets {
+        let set = Args {
+            spots,
+            tracks,
+            ..a.clone()
+        };
+        let dir = match a.sets {
+            Some(_) => base.join(format!("{spots}x{tracks}")),
+            None => base.clone(),
+        };
+        let (reads, _) = run_set(&set, &dir, &py_version);
+        results.push((
+            format!("{} M spots, {tracks} tracks", spots as f64 / 1e6),
+            reads,
+        ));
+    }
+    if a.phase != Phase::Write {
+        print_goals(&results);
+    }
+}
+
+/// Writes and / or reads the stores of one data set (`--spots`, `--tracks`) in `dir` and
+/// prints its tables; returns the read rows and full-read rows.
+fn run_set(a: &Args, dir: &Path, py_version: &Option<String>) -> (Vec<ReadRow>, Vec<FullRow>) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = dir.to_path_buf();
     if a.phase != Phase::Read {
         remove(&dir);
     }
     std::fs::create_dir_all(&dir).unwrap();
-    let py_version = if a.python { python_ok() } else { None };
     let ctx = Ctx {
         input: dir.join("input.arrow"),
         bins: dir.join("bins.arrow"),
@@ -782,7 +1018,7 @@ fn main() {
     };
     let load_before = shell("uptime");
     let bins = make_bins(a.chroms);
-    let s = shape(&a, &bins);
+    let s = shape(a, &bins);
 
     println!("## ChromData benchmark\n");
     if a.phase != Phase::Read {
@@ -799,7 +1035,7 @@ fn main() {
                 }
                 let n = left.min(BATCH_ROWS);
                 left -= n;
-                Some(make_batch(&mut rng, n, &a, &s))
+                Some(make_batch(&mut rng, n, a, &s))
             }),
         );
         println!(
@@ -886,12 +1122,25 @@ fn main() {
     }
 
     let mut reads: Vec<ReadRow> = Vec::new();
-    for (kind, label, name) in [
-        ("flat", "2.0 flat", "bench-2.0.chromdata.zarr"),
-        ("partitioned", "2.1 partitioned", "bench-2.1.chromdata.zarr"),
-        ("primary", "2.2 primary+coords", "bench-2.2.chromdata.zarr"),
-        ("primary", "2.2 primary+coords .cdz", "bench-2.2.cdz"),
+    for (short, kind, label, name) in [
+        ("2.0", "flat", "2.0 flat", "bench-2.0.chromdata.zarr"),
+        (
+            "2.1",
+            "partitioned",
+            "2.1 partitioned",
+            "bench-2.1.chromdata.zarr",
+        ),
+        (
+            "2.2",
+            "primary",
+            "2.2 primary+coords",
+            "bench-2.2.chromdata.zarr",
+        ),
+        ("cdz", "primary", "2.2 primary+coords .cdz", "bench-2.2.cdz"),
     ] {
+        if !a.stores.iter().any(|s| s == short) {
+            continue;
+        }
         let out = dir.join(name);
         if a.phase != Phase::Read {
             let v = child_write_run(&ctx, kind, &out);
@@ -917,7 +1166,7 @@ fn main() {
         print_writes(&writes, input_secs, base, ctx.python);
     }
     if a.phase != Phase::Write {
-        print_reads(&a, &reads, &full_rows);
+        print_reads(a, &reads, &full_rows);
     }
     println!("\nLoad before: `{load_before}`; after: `{load_after}`.");
 
@@ -925,6 +1174,51 @@ fn main() {
         eprintln!("kept {}", dir.display());
     } else {
         remove(&dir);
+    }
+    (reads, full_rows)
+}
+
+/// The issue's goals (#17) for each data set and store read: ours through the C ABI
+/// against pyarrow with threads on the same files, measured above in the same run.
+fn print_goals(results: &[(String, Vec<ReadRow>)]) {
+    println!("\n### ChromData reads: goals against pyarrow (same run)\n");
+    println!(
+        "Ours through the C ABI (streams drained); pyarrow with threads on the same row \
+         groups and columns of the same files. Full reads: ours in process (see above). \
+         get_chrom(coords) x5: the first {CHROMS_X5} chromosomes one after the other, \
+         median of {ROUNDS_X5} rounds on fresh handles. Point queries: median per query, \
+         kept as fast as before (no fixed goal).\n"
+    );
+    println!("| data | store | query | ours | pyarrow (threads) | ours / pyarrow | goal | met? |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let goals: [(&str, &str, f64, bool); 6] = [
+        ("full read (all columns), in process", "<= 0.8x", 0.8, true),
+        ("full read (coords), in process", "<= 0.8x", 0.8, true),
+        ("get_chrom (coords) x5", "<= 1.0x", 1.0, true),
+        ("open", "<= 2 ms", 0.002, false),
+        ("get_trace", "as before", f64::NAN, true),
+        ("get_cell", "as before", f64::NAN, true),
+    ];
+    for (data, reads) in results {
+        for (kind, goal, limit, relative) in goals {
+            for r in reads.iter().filter(|r| r.kind == kind) {
+                let figure = if relative { r.ours / r.py } else { r.ours };
+                let met = if limit.is_nan() || figure.is_nan() {
+                    "—"
+                } else if figure <= limit {
+                    "yes"
+                } else {
+                    "no"
+                };
+                println!(
+                    "| {data} | {} | {kind} | {} | {} | {} | {goal} | {met} |",
+                    r.store,
+                    secs(r.ours),
+                    secs(r.py),
+                    ratio(r.ours, r.py)
+                );
+            }
+        }
     }
 }
 
@@ -962,6 +1256,7 @@ fn baseline_full_read(ctx: &Ctx, pq_rs: &Path) -> FullRow {
         store: "flat Parquet baseline file (input order)".into(),
         columns: "all columns",
         ours: f64::NAN,
+        fresh: f64::NAN,
         peak: 0,
         open_rss: 0,
         result: 0,
@@ -1008,15 +1303,19 @@ fn print_reads(a: &Args, reads: &[ReadRow], full_rows: &[FullRow]) {
         "Median per query ({} random traces, {} random cells, each of the {} chromosomes); one \
          fresh handle per query kind; warm page cache. pyarrow reads exactly the same row groups \
          and columns of the same files (ParquetFile.read_row_groups, files opened beforehand), \
-         with use_threads=True and False; ours also decodes categories and assembles one batch \
-         in canonical order. Row groups are summed over the n queries (ours can be lower: its \
-         per-file cache of the last two decoded groups serves a later query of the same handle). \
+         with use_threads=True and False (full reads: True only); ours, through the C ABI \
+         (result streams drained), also decodes categories and assembles one batch \
+         in canonical order. Row groups are those of one query (x5: of the five); ours reads \
+         the same, less what its per-file cache of the last decoded groups serves. \
          Open: ours reads metadata, index arrays, small tables and every \
-         footer; pyarrow parses the same footers and reads the small tables. Full read: ours in \
-         a fresh process, after open.\n",
+         footer; pyarrow parses the same footers and reads the small tables. Full read \
+         (read_spots, canonical order): as pyarrow's, timed in a process that has read before \
+         (ours: each of {FULL_RUNS} child processes opens and reads once, then {WARM_RUNS} times \
+         more with a fresh handle each; the median of those later reads; the first reads are \
+         in the next table).\n",
         a.traces, a.cells, a.chroms
     );
-    println!("| store | query | n | row groups: ours decoded / pyarrow read | ours | pyarrow (threads) | ours / pyarrow | pyarrow (1 thread) | ours / pyarrow 1 thread |");
+    println!("| store | query | n | row groups read (pyarrow) | ours | pyarrow (threads) | ours / pyarrow | pyarrow (1 thread) | ours / pyarrow 1 thread |");
     println!("|---|---|---|---|---|---|---|---|---|");
     for r in reads {
         println!(
@@ -1034,15 +1333,16 @@ fn print_reads(a: &Args, reads: &[ReadRow], full_rows: &[FullRow]) {
     }
     println!("\n#### Full read: time and memory\n");
     println!(
-        "Ours: median of {FULL_RUNS} fresh processes (open, then read_spots); memory of that \
-         run: peak RSS (VmHWM), RSS after open, the result's size (Arrow buffers of its \
+        "Ours: in process = as in the table above; fresh process = median of the first reads \
+         of the {FULL_RUNS} child processes (open, then read_spots); memory of the median first \
+         read: peak RSS (VmHWM), RSS after open, the result's size (Arrow buffers of its \
          columns), and what the read needed beyond open + result (the design's bound: one \
          partition — for 2.0 one row group — decoded, given beside it). pyarrow: time as in \
          the table above (median of {FULL_RUNS}); peak RSS of a fresh process doing the same \
          reads once.\n"
     );
-    println!("| store | columns | ours | pyarrow (threads) | ours / pyarrow | ours: peak RSS | after open | result | peak - open - result | one partition | pyarrow: peak RSS | peak ours / pyarrow |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| store | columns | ours, in process | ours, fresh process | pyarrow (threads) | ours / pyarrow | ours: peak RSS | after open | result | peak - open - result | one partition | pyarrow: peak RSS | peak ours / pyarrow |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for f in full_rows {
         let pm = |p: u64| {
             if p == 0 {
@@ -1053,10 +1353,11 @@ fn print_reads(a: &Args, reads: &[ReadRow], full_rows: &[FullRow]) {
         };
         let over = (f.peak as f64) - (f.open_rss as f64) - (f.result as f64);
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             f.store,
             f.columns,
             secs(f.ours),
+            secs(f.fresh),
             secs(f.py),
             ratio(f.ours, f.py),
             pm(f.peak),

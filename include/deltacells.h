@@ -736,6 +736,18 @@ dc_status dc_chromdata_writer_set(struct dc_chromdata_writer *w,
                                   int64_t value);
 
 /**
+ * The range of values `dc_chromdata_writer_set` accepts for `p`: `*min ..= *max` (for
+ * `DC_CDW_MEMORY_BUDGET` also: 0 or at least 1 MiB; for `DC_CDW_LAYOUT` the `dc_layout`
+ * values). Needs no handle.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (unknown parameter, NULL).
+ *
+ * # Safety
+ * `min` and `max` are writable.
+ */
+dc_status dc_chromdata_writer_param_bounds(dc_chromdata_writer_param p, int64_t *min, int64_t *max);
+
+/**
  * Sets the bins table (chrom, start, end, ...), before the first append. `bins` (a struct
  * array) is moved into the library (released on every path); `schema` is borrowed.
  *

@@ -69,3 +69,14 @@ if ! python3 -c "import moto.server, flask, werkzeug" 2>/dev/null; then
   fi
   python3 -m pip install "${pip_flags[@]}" 'moto[server]>=5'
 fi
+
+# The Julia grammar of tree-sitter: bindings/julia/gen/generate.py --check parses the Julia
+# package with it (no Julia runtime installs here).
+if ! python3 -c "import tree_sitter, tree_sitter_julia" 2>/dev/null; then
+  echo "setup: installing tree-sitter tree-sitter-julia (pip)"
+  pip_flags=(--quiet --disable-pip-version-check)
+  if [ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
+    pip_flags+=(--break-system-packages)
+  fi
+  python3 -m pip install "${pip_flags[@]}" 'tree-sitter>=0.22' 'tree-sitter-julia>=0.23'
+fi

@@ -6,7 +6,9 @@
 #   3. the wheel is installed into a fresh virtual environment with only numpy and pyarrow
 #      (from the package index) and imported with no compiler, cargo or rustc on PATH: it
 #      must load its bundled library;
-#   4. pytest runs bindings/python/tests against that installed wheel (a second venv that
+#   4. an editable install (pip install -e) imports the checkout's sources and loads
+#      target/release/libdeltacells.so;
+#   5. pytest runs bindings/python/tests against that installed wheel (a second venv that
 #      sees the system's test modules: scipy, anndata, dask, ...).
 # DELTACELLS_PYTHON_FRESH_VENV=0 skips step 3 (it needs the package index).
 set -euo pipefail
@@ -43,6 +45,26 @@ print(f"deltacells {dc.__version__} imported from {dc.LIBRARY_PATH}")
 PY
   )
 fi
+
+echo "== Python: editable install (development: the package's sources, target/release's library)"
+# --without-pip: the venv would bring its own (older) setuptools; the system's pip and
+# setuptools (>= 70.1) are seen through --system-site-packages.
+python3 -m venv --system-site-packages --without-pip "$work/editable"
+"$work/editable/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps \
+  -e bindings/python
+rm -rf bindings/python/build bindings/python/deltacells.egg-info
+# The checkout's target/release is found by itself; another CARGO_TARGET_DIR is named.
+if [ "$lib" -ef "$root/target/release/libdeltacells.so" ]; then found=(-u DELTACELLS_LIBRARY); else found=(DELTACELLS_LIBRARY="$lib"); fi
+(cd "$work" && env "${found[@]}" ROOT="$root" LIB="$lib" "$work/editable/bin/python" - <<'PY'
+import os
+from pathlib import Path
+import deltacells as dc
+root = Path(os.environ["ROOT"])
+assert Path(dc.__file__).resolve() == root / "bindings/python/deltacells/__init__.py", dc.__file__
+assert Path(dc.LIBRARY_PATH).resolve() == Path(os.environ["LIB"]).resolve(), dc.LIBRARY_PATH
+print(f"editable: deltacells {dc.__version__} from {Path(dc.__file__).parent}, library {dc.LIBRARY_PATH}")
+PY
+)
 
 echo "== Python: pytest bindings/python/tests (against the installed wheel)"
 python3 -m venv --system-site-packages "$work/test"

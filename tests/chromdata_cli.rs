@@ -95,6 +95,23 @@ fn info_and_get_agree_with_the_library() {
         let got = read_expected(&out_file);
         let want = cd.get_chrom(&chrom, &Columns::All).unwrap();
         assert_same(&got, &want, &format!("{name} --chrom {chrom}"));
+
+        // CSV to a file: the bytes of stdout, published atomically (no temporary left).
+        let out_dir = dir.join(format!("{name}.csv-out-{}", std::process::id()));
+        std::fs::create_dir_all(&out_dir).unwrap();
+        let csv = out_dir.join("chr.csv");
+        let get = ["chromdata", "get", s, "--chrom", &chrom];
+        let (ok, stdout, err) = deltacells(&get);
+        assert!(ok, "{err}");
+        let (ok, _, err) = deltacells(&[&get[..], &["--output", csv.to_str().unwrap()]].concat());
+        assert!(ok, "{err}");
+        assert_eq!(std::fs::read_to_string(&csv).unwrap(), stdout, "{name}");
+        let left: Vec<_> = std::fs::read_dir(&out_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["chr.csv"], "{name}: only the output");
+        std::fs::remove_dir_all(&out_dir).unwrap();
     }
 }
 

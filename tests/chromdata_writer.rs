@@ -724,6 +724,30 @@ fn c_abi_writer() {
         );
         assert_eq!(dc_chromdata_writer_set(w, DC_CDW_THREADS, 2), DC_OK);
         assert_eq!(dc_chromdata_writer_set(w, DC_CDW_COORD_FLOAT32, 0), DC_OK);
+        // Below the minimum budget, negative values: refused, the writer stays usable.
+        assert_eq!(
+            dc_chromdata_writer_set(w, DC_CDW_MEMORY_BUDGET, 1000),
+            DC_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            dc_chromdata_writer_set(w, DC_CDW_THREADS, -1),
+            DC_ERR_INVALID_ARGUMENT
+        );
+        // The ranges come from the core (WriterParam::bounds).
+        let (mut lo, mut hi) = (-9i64, -9i64);
+        for (p, want) in [
+            (DC_CDW_LAYOUT, (0, 2)),
+            (DC_CDW_OVERWRITE, (0, 1)),
+            (DC_CDW_COORD_FLOAT32, (0, 1)),
+            (DC_CDW_MEMORY_BUDGET, (0, i64::MAX)),
+        ] {
+            assert_eq!(dc_chromdata_writer_param_bounds(p, &mut lo, &mut hi), DC_OK);
+            assert_eq!((lo, hi), want, "param {p}");
+        }
+        assert_eq!(
+            dc_chromdata_writer_param_bounds(99, &mut lo, &mut hi),
+            DC_ERR_INVALID_ARGUMENT
+        );
         for (lo, hi) in [(0, 120), (120, 300)] {
             let b = batch_of(&s, lo, hi);
             let st: arrow_array::StructArray = b.into();

@@ -321,6 +321,13 @@ fn info_verify_and_export() {
         &["export", ds_path, one.to_str().unwrap(), "--cells", "10000"],
     );
     assert!(e.contains("cell 10000 is out of range"), "{e}");
+    // Outputs are published atomically: no hidden temporary is left beside them.
+    let hidden: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(hidden.is_empty(), "{hidden:?}");
 }
 
 #[test]

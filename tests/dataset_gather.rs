@@ -61,30 +61,6 @@ fn check_rows(ds: &Dataset, input: &Csr, cells: &[u64]) -> Result<(), TestCaseEr
     Ok(())
 }
 
-/// Distinct (tile, chunk) pairs holding `cells`, from the tiles' indexes.
-fn touched_chunks(ds: &Dataset, cells: &[u64]) -> usize {
-    let mut v: Vec<(u64, usize)> = cells
-        .iter()
-        .map(|&c| {
-            let t = (0..ds.info().n_tiles)
-                .rev()
-                .find(|&t| ds.tile_bounds(t).unwrap().0 <= c)
-                .unwrap();
-            let local = c - ds.tile_bounds(t).unwrap().0;
-            let index = ds.tile_index(t).unwrap();
-            let chunk = index
-                .chunks
-                .iter()
-                .position(|e| e.cell_lo <= local && local < e.cell_hi)
-                .unwrap();
-            (t, chunk)
-        })
-        .collect();
-    v.sort_unstable();
-    v.dedup();
-    v.len()
-}
-
 #[derive(Debug, Clone)]
 struct Case {
     n_cells: usize,
@@ -145,7 +121,7 @@ proptest! {
                 let after = ds.counters().chunks_decompressed.load(Relaxed);
                 // Two gathers (int32, float32): with the cache off each decompresses every
                 // touched chunk exactly once; with a cache, at most that.
-                let touched = touched_chunks(&ds, &cells) as u64;
+                let touched = chunks_of(&ds, &cells).len() as u64;
                 if budget == 0 {
                     prop_assert_eq!(after - before, 2 * touched);
                 } else {

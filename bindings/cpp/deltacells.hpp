@@ -1067,6 +1067,12 @@ public:
   void set(dc_chromdata_writer_param p, int64_t value) {
     detail::check(dc_chromdata_writer_set(h_, p, value), "dc_chromdata_writer_set");
   }
+  /// dc_chromdata_writer_param_bounds: the values set(p, v) accepts, {min, max} (inclusive).
+  static std::pair<int64_t, int64_t> param_bounds(dc_chromdata_writer_param p) {
+    int64_t lo = 0, hi = 0;
+    detail::check(dc_chromdata_writer_param_bounds(p, &lo, &hi), "dc_chromdata_writer_param_bounds");
+    return {lo, hi};
+  }
   /// dc_chromdata_writer_set_bins: `bins` is moved into the library; `schema` borrowed.
   void set_bins(struct ArrowArray *bins, struct ArrowSchema *schema) {
     detail::check(dc_chromdata_writer_set_bins(h_, bins, schema), "dc_chromdata_writer_set_bins");

@@ -4,15 +4,16 @@
 //! integer general`), entries ordered by cell then gene. Rows are genes in the *original
 //! input order* when the dataset records a gene order (the converter's sort is undone), so
 //! that an exported file lines up with the input's features.tsv; otherwise in dataset column
-//! order. Column k is the k-th requested cell. The file is written to a temporary sibling and
-//! renamed, so a failed export leaves no partial file under the requested name.
+//! order. Column k is the k-th requested cell. The file is written through
+//! `storage::fs::write_file_atomically` (a hidden temporary sibling, flushed and renamed into
+//! place), so a failed export leaves no partial file under the requested name.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
+use crate::storage::fs;
 use crate::tile::ValuesOut;
 
 /// Cells gathered per batch.
@@ -27,14 +28,6 @@ pub struct ExportSummary {
     pub input_gene_order: bool,
 }
 
-fn tmp_path(out: &Path) -> PathBuf {
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "export".into());
-    out.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
-}
-
 /// Writes `cells` of `ds` to `out` (gzipped when the name ends in `.gz`).
 pub fn export_mtx(ds: &Dataset, cells: &[u64], out: &Path) -> Result<ExportSummary> {
     let info = ds.info();
@@ -44,8 +37,7 @@ pub fn export_mtx(ds: &Dataset, cells: &[u64], out: &Path) -> Result<ExportSumma
         None
     };
     let nnz = ds.batch_nnz(cells)?;
-    let tmp = tmp_path(out);
-    let io = |e: std::io::Error| Error::io(&tmp, &e);
+    let io = |e: std::io::Error| Error::io(out, &e);
     let body = |w: &mut dyn Write| -> Result<()> {
         writeln!(w, "%%MatrixMarket matrix coordinate integer general").map_err(io)?;
         writeln!(
@@ -92,30 +84,20 @@ pub fn export_mtx(ds: &Dataset, cells: &[u64], out: &Path) -> Result<ExportSumma
         }
         Ok(())
     };
-    let result = (|| -> Result<()> {
-        let f = File::create(&tmp).map_err(io)?;
-        let f = if out.extension().is_some_and(|e| e == "gz") {
+    fs::write_file_atomically(out, |f| {
+        if out.extension().is_some_and(|e| e == "gz") {
             let mut w = flate2::write::GzEncoder::new(
                 BufWriter::with_capacity(1 << 20, f),
                 flate2::Compression::default(),
             );
             body(&mut w)?;
-            w.finish()
-                .map_err(io)?
-                .into_inner()
-                .map_err(|e| io(e.into_error()))?
+            w.finish().map_err(io)?.flush().map_err(io)
         } else {
             let mut w = BufWriter::with_capacity(1 << 20, f);
             body(&mut w)?;
-            w.into_inner().map_err(|e| io(e.into_error()))?
-        };
-        f.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, out).map_err(|e| Error::io(out, &e))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result?;
+            w.flush().map_err(io)
+        }
+    })?;
     Ok(ExportSummary {
         n_cells: cells.len() as u64,
         n_genes: info.n_genes,

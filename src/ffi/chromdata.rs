@@ -48,7 +48,8 @@ pub struct dc_chromdata_info {
     pub coord_bits: i32,
 }
 
-/// The column selection: NULL / 0 = all; `{"coords"}` = keys + x, y, z; else names.
+/// The column selection (`Columns::from_selectors`): NULL / 0 = all; `{"coords"}` = keys
+/// + x, y, z; else names.
 ///
 /// # Safety
 /// `columns` is NULL (then `n` is ignored... only if 0) or points to `n` strings.
@@ -63,10 +64,7 @@ unsafe fn columns_in(columns: *const *const c_char, n: usize) -> Result<Columns>
         // SAFETY: each element is a NUL-terminated string per the caller.
         names.push(unsafe { str_in(p, &format!("columns[{i}]"))? }.to_string());
     }
-    if names.len() == 1 && names[0] == "coords" {
-        return Ok(Columns::Coords);
-    }
-    Ok(Columns::Names(names))
+    Ok(Columns::from_selectors(&names))
 }
 
 /// Opens a store: a `*.chromdata.zarr` directory or a `.cdz` file. Reads the metadata, the

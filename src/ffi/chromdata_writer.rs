@@ -5,10 +5,10 @@ use std::ffi::c_char;
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::RecordBatch;
 
-use crate::chromdata::{ChromDataWriter, Layout, WriterOptions};
+use crate::chromdata::{ChromDataWriter, WriterOptions, WriterParam};
 use crate::error::{Error, Result};
 
-use super::args::{opt_str_in, str_in};
+use super::args::{opt_str_in, str_in, Out};
 use super::arrow::BatchIn;
 use super::chromdata::{DC_LAYOUT_FLAT, DC_LAYOUT_PARTITIONED, DC_LAYOUT_PRIMARY_COORDS};
 use super::error::*;
@@ -93,46 +93,50 @@ pub unsafe extern "C" fn dc_chromdata_writer_set(
     p: dc_chromdata_writer_param,
     value: i64,
 ) -> dc_status {
-    with_mut(w, |w| {
-        let mut o = w.options().clone();
-        let bad =
-            |what: &str| Error::invalid_argument(format!("{what}: value {value} is out of range"));
-        match p {
-            DC_CDW_MEMORY_BUDGET => {
-                o.memory_budget = u64::try_from(value).map_err(|_| bad("DC_CDW_MEMORY_BUDGET"))?
-            }
-            DC_CDW_COORD_FLOAT32 => {
-                o.coord_float32 = match value {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(bad("DC_CDW_COORD_FLOAT32 (0 or 1)")),
-                }
-            }
-            DC_CDW_LAYOUT => {
-                o.layout = match value {
-                    v if v == DC_LAYOUT_FLAT as i64 => Layout::Flat,
-                    v if v == DC_LAYOUT_PARTITIONED as i64 => Layout::Partitioned,
-                    v if v == DC_LAYOUT_PRIMARY_COORDS as i64 => Layout::PrimaryCoords,
-                    _ => return Err(bad("DC_CDW_LAYOUT (a dc_layout)")),
-                }
-            }
-            DC_CDW_OVERWRITE => {
-                o.overwrite = match value {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(bad("DC_CDW_OVERWRITE (0 or 1)")),
-                }
-            }
-            DC_CDW_THREADS => {
-                o.threads = usize::try_from(value).map_err(|_| bad("DC_CDW_THREADS"))?
-            }
-            _ => {
-                return Err(Error::invalid_argument(format!(
-                    "unknown dc_chromdata_writer_param {p}"
-                )))
-            }
+    with_mut(w, |w| w.set_param(cdw_param(p)?, value))
+}
+
+// `DC_CDW_LAYOUT` takes a `dc_layout`, which is the format minor version the core expects.
+const _: () =
+    assert!(DC_LAYOUT_FLAT == 0 && DC_LAYOUT_PARTITIONED == 1 && DC_LAYOUT_PRIMARY_COORDS == 2);
+
+/// The core's setting behind a `DC_CDW_*` constant.
+fn cdw_param(p: dc_chromdata_writer_param) -> Result<WriterParam> {
+    Ok(match p {
+        DC_CDW_MEMORY_BUDGET => WriterParam::MemoryBudget,
+        DC_CDW_COORD_FLOAT32 => WriterParam::CoordFloat32,
+        DC_CDW_LAYOUT => WriterParam::Layout,
+        DC_CDW_OVERWRITE => WriterParam::Overwrite,
+        DC_CDW_THREADS => WriterParam::Threads,
+        _ => {
+            return Err(Error::invalid_argument(format!(
+                "unknown dc_chromdata_writer_param {p}"
+            )))
         }
-        w.set_options(o)
+    })
+}
+
+/// The range of values `dc_chromdata_writer_set` accepts for `p`: `*min ..= *max` (for
+/// `DC_CDW_MEMORY_BUDGET` also: 0 or at least 1 MiB; for `DC_CDW_LAYOUT` the `dc_layout`
+/// values). Needs no handle.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (unknown parameter, NULL).
+///
+/// # Safety
+/// `min` and `max` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_param_bounds(
+    p: dc_chromdata_writer_param,
+    min: *mut i64,
+    max: *mut i64,
+) -> dc_status {
+    guard(|| {
+        // SAFETY: writable per the caller.
+        let (min, max) = unsafe { (Out::new(min, "min")?, Out::new(max, "max")?) };
+        let b = cdw_param(p)?.bounds();
+        min.set(b.min);
+        max.set(b.max);
+        Ok(())
     })
 }
 

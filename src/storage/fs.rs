@@ -243,8 +243,11 @@ pub fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Replaces the file `path` atomically: `write` fills a hidden temporary sibling, which is
-/// flushed and renamed over `path`. A reader sees the old file or the new one, never a part.
-/// On error the temporary file is removed and `path` is untouched.
+/// published over `path` with [`publish_file`] (the file flushed, renamed into place, the
+/// parent flushed). A reader sees the old file or the new one, never a part; a directory at
+/// `path` is never replaced. On error the temporary file is removed and `path` is untouched
+/// (unless only the final flush of the parent failed: then the new file is in place but its
+/// durability is not confirmed). What every single-file output goes through.
 pub fn write_file_atomically(
     path: &Path,
     write: impl FnOnce(&mut File) -> Result<()>,
@@ -257,9 +260,8 @@ pub fn write_file_atomically(
     let result = (|| {
         let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, &e))?;
         write(&mut f)?;
-        fsync(&f, &tmp).map_err(|e| Error::io(&tmp, &e))?;
         drop(f);
-        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, &e).context("renaming into place"))
+        publish_file(&tmp, path, Existing::Replace)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -543,6 +545,16 @@ mod tests {
         );
         let left = std::fs::read_dir(&d).unwrap().count();
         assert_eq!(left, 2, "no temporary file left");
+        // The rename is made durable too: a failed flush of the parent is reported.
+        fault::fail_sync_of_exactly(&d);
+        let e4 = write_file_atomically(&d.join("g.bin"), |f| {
+            f.write_all(b"z")
+                .map_err(|e| Error::io(Path::new("g.bin"), &e))
+        })
+        .unwrap_err();
+        fault::clear();
+        assert_eq!(e4.kind, ErrorKind::Io, "{e4}");
+        assert!(e4.message.contains("syncing directory"), "{e4}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 
@@ -591,6 +603,36 @@ mod tests {
         assert!(!exists(&target), "nothing published");
         w.finish().unwrap();
         assert_eq!(Dataset::open(&target).unwrap().info().n_cells, 2);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[cfg(feature = "cli")]
+    #[test]
+    fn the_mtx_export_reports_a_failed_fsync() {
+        use crate::dataset::{Dataset, DatasetWriter, WriterOptions};
+        let d = scratch("export");
+        let mut w = DatasetWriter::create(d.join("ds"), 3, WriterOptions::default()).unwrap();
+        w.append_csr(2, &[0, 1, 3], &[2, 0, 1], &[5, 1, 7]).unwrap();
+        w.finish().unwrap();
+        let ds = Dataset::open(d.join("ds")).unwrap();
+        for name in ["m.mtx", "m.mtx.gz"] {
+            let out = d.join(name);
+            fault::fail_sync_of(&format!(".{name}.tmp-"));
+            let e = crate::convert::export::export_mtx(&ds, &[0, 1], &out).unwrap_err();
+            fault::clear();
+            assert_eq!(e.kind, ErrorKind::Io, "{name}: {e}");
+            assert!(!exists(&out), "{name}: nothing published");
+            crate::convert::export::export_mtx(&ds, &[0, 1], &out).unwrap();
+        }
+        let text = std::fs::read_to_string(d.join("m.mtx")).unwrap();
+        assert!(text.starts_with("%%MatrixMarket"), "{text}");
+        assert!(text.contains("\n3 2 3\n"), "{text}");
+        let mut left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["ds", "m.mtx", "m.mtx.gz"], "no temporary left");
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -422,6 +422,47 @@ static void check_small_tables(const char *dir, const spots *sp) {
   dc_chromdata_free(cd);
 }
 
+/* Every setting's range, as dc_chromdata_writer_param_bounds reports it, is what
+ * dc_chromdata_writer_set accepts: both ends accepted, one step beyond either end refused. */
+static void check_param_bounds(const char *dir) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/bounds.chromdata.zarr", dir);
+  dc_chromdata_writer *w = NULL;
+  CHECK_STATUS(dc_chromdata_writer_create(path, &w), DC_OK);
+  const dc_chromdata_writer_param ps[] = {DC_CDW_MEMORY_BUDGET, DC_CDW_COORD_FLOAT32, DC_CDW_LAYOUT,
+                                          DC_CDW_OVERWRITE, DC_CDW_THREADS};
+  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+    int64_t lo = 7, hi = -7;
+    CHECK_STATUS(dc_chromdata_writer_param_bounds(ps[i], &lo, &hi), DC_OK);
+    CHECK(lo == 0 && lo < hi);
+    CHECK_STATUS(dc_chromdata_writer_set(w, ps[i], lo), DC_OK);
+    CHECK_STATUS(dc_chromdata_writer_set(w, ps[i], hi), DC_OK);
+    CHECK_STATUS(dc_chromdata_writer_set(w, ps[i], lo - 1), DC_ERR_INVALID_ARGUMENT);
+    if (hi < INT64_MAX) CHECK_STATUS(dc_chromdata_writer_set(w, ps[i], hi + 1), DC_ERR_INVALID_ARGUMENT);
+  }
+  /* the documented ranges; the budget also refuses 1 .. 1 MiB - 1 */
+  int64_t lo = 0, hi = 0;
+  CHECK_STATUS(dc_chromdata_writer_param_bounds(DC_CDW_LAYOUT, &lo, &hi), DC_OK);
+  CHECK(lo == DC_LAYOUT_FLAT && hi == DC_LAYOUT_PRIMARY_COORDS);
+  CHECK_STATUS(dc_chromdata_writer_param_bounds(DC_CDW_OVERWRITE, &lo, &hi), DC_OK);
+  CHECK(lo == 0 && hi == 1);
+  CHECK_STATUS(dc_chromdata_writer_param_bounds(DC_CDW_MEMORY_BUDGET, &lo, &hi), DC_OK);
+  CHECK(lo == 0 && hi == INT64_MAX);
+  CHECK_STATUS(dc_chromdata_writer_set(w, DC_CDW_MEMORY_BUDGET, 1000), DC_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(dc_last_error(), "memory budget") != NULL);
+  CHECK_STATUS(dc_chromdata_writer_set(w, DC_CDW_MEMORY_BUDGET, 1 << 20), DC_OK);
+  dc_chromdata_writer_free(w); /* abandoned: nothing written */
+  lo = 5, hi = 6;
+  CHECK_STATUS(dc_chromdata_writer_param_bounds(99, &lo, &hi), DC_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(dc_last_error(), "99") != NULL);
+  CHECK_STATUS(dc_chromdata_writer_param_bounds(-1, &lo, &hi), DC_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(dc_chromdata_writer_param_bounds(DC_CDW_THREADS, NULL, &hi), DC_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(dc_chromdata_writer_param_bounds(DC_CDW_THREADS, &lo, NULL), DC_ERR_INVALID_ARGUMENT);
+  CHECK(lo == 5 && hi == 6); /* out-parameters are written only on DC_OK */
+  struct stat st;
+  CHECK(stat(path, &st) != 0);
+}
+
 int main(void) {
   char dir[] = "/tmp/dc-cdw-XXXXXX";
   if (!mkdtemp(dir)) return 2;
@@ -444,6 +485,7 @@ int main(void) {
   }
 
   check_small_tables(dir, &sp);
+  check_param_bounds(dir);
 
   /* An existing store is not replaced without DC_CDW_OVERWRITE, and is with it. */
   snprintf(path, sizeof path, "%s/pc.chromdata.zarr", dir);

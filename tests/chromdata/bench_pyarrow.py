@@ -15,7 +15,8 @@ Times are measured here, in Python, around the pyarrow calls only.
         groups within the file, projected columns) that the Rust reader makes for it (from
         ChromData::read_plan). Kind "open" items list every spot-aligned file: its footer is
         read, and every other .parquet file of the store (the small tables) is read whole.
-        Each item is timed with use_threads=True and with use_threads=False; files are
+        Each item is timed with use_threads=True and with use_threads=False (only the
+        former for a kind with "threads_only": true); files are
         opened (footers parsed) once per kind, outside the timings, as the Rust side uses
         one handle per query kind.
         -> {"kinds": {K: {"threads": [secs...], "single": [secs...], "rows": [n...]}},
@@ -142,7 +143,8 @@ def cmd_read(store_path, plan_path, once):
             continue
         paths = sorted({r["path"] for item in items for r in item})
         files = {p: store.open(p) for p in paths}
-        modes = ((True, "threads"),) if once else ((True, "threads"), (False, "single"))
+        threads_only = once or q.get("threads_only", False)
+        modes = ((True, "threads"),) if threads_only else ((True, "threads"), (False, "single"))
         for threads, key in modes:
             for item in items:
                 t = time.perf_counter()

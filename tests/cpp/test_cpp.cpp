@@ -416,6 +416,9 @@ static void test_chromdata_writer(const std::string &dir) {
     w.set(DC_CDW_LAYOUT, DC_LAYOUT_PARTITIONED);
     w.set(DC_CDW_THREADS, 1);
     EXPECT_ERROR(DC_ERR_INVALID_ARGUMENT, w.set(DC_CDW_LAYOUT, 7));
+    CHECK((dc::ChromDataWriter::param_bounds(DC_CDW_LAYOUT) ==
+           std::pair<int64_t, int64_t>{DC_LAYOUT_FLAT, DC_LAYOUT_PRIMARY_COORDS}));
+    EXPECT_ERROR(DC_ERR_INVALID_ARGUMENT, dc::ChromDataWriter::param_bounds(99));
     dc::ArrowArrayOwner batch;
     dc::ArrowSchemaOwner schema;
     make_table(cols, batch, schema);

@@ -254,3 +254,29 @@ pub fn check_gather(ds: &Dataset, input: &Csr, order: Option<&[i32]>, cells: &[u
         );
     }
 }
+
+/// The chunks holding `cells`, from the tiles' indexes, as (tile, chunk), sorted.
+pub fn chunks_of(ds: &Dataset, cells: &[u64]) -> Vec<(u64, usize)> {
+    let mut v: Vec<(u64, usize)> = cells
+        .iter()
+        .map(|&c| {
+            let t = (0..ds.info().n_tiles)
+                .find(|&t| {
+                    let (first, n, _) = ds.tile_bounds(t).unwrap();
+                    c >= first && c < first + n
+                })
+                .unwrap();
+            let local = c - ds.tile_bounds(t).unwrap().0;
+            let index = ds.tile_index(t).unwrap();
+            let chunk = index
+                .chunks
+                .iter()
+                .position(|e| e.cell_lo <= local && local < e.cell_hi)
+                .unwrap();
+            (t, chunk)
+        })
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}

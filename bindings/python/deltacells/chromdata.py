@@ -69,6 +69,7 @@ class ChromDataPartition:
     ids: tuple[Id, ...]
 
     def read(self, cd: "ChromData", columns: Columns = None) -> pa.Table:
+        """The partition's spots (``columns`` as in the queries) from ``cd``, one table."""
         query = cd.get_chrom if self.by == "chrom" else cd.get_cell
         tables = [query(i, columns) for i in self.ids]
         if not tables:
@@ -114,6 +115,7 @@ class ChromData(Handle):
 
     @property
     def source(self) -> str:
+        """The path (made absolute) or URL the store was opened from."""
         return self._source
 
     @property
@@ -290,6 +292,16 @@ class ChromDataWriter(Handle):
                     raise ValueError(f"layout: one of {', '.join(LAYOUTS)}, not {value!r}")
                 value = LAYOUTS[value]
             call(_capi.dc_chromdata_writer_set, self._live(), _CDW_PARAMS[key], int(value))
+
+    @staticmethod
+    def param_bounds(key: str) -> tuple[int, int]:
+        """The values ``set(key=...)`` accepts, as ``(min, max)`` inclusive
+        (``dc_chromdata_writer_param_bounds``; ``memory_budget`` is also 0 or at least 1 MiB)."""
+        if key not in _CDW_PARAMS:
+            raise TypeError(f"unknown ChromData writer setting {key!r}; known: {', '.join(_CDW_PARAMS)}")
+        lo, hi = ctypes.c_int64(), ctypes.c_int64()
+        call(_capi.dc_chromdata_writer_param_bounds, _CDW_PARAMS[key], ctypes.byref(lo), ctypes.byref(hi))
+        return lo.value, hi.value
 
     def set_bins(self, bins: Any) -> None:
         """The bins table (chrom, start, end, ...), before the first append

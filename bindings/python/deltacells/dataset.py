@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Literal, NamedTuple, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -70,6 +70,7 @@ class TileBounds:
 
     @property
     def cells(self) -> range:
+        """The tile's global cell indices."""
         return range(self.first_cell, self.first_cell + self.n_cells)
 
 
@@ -120,7 +121,7 @@ def dtype_code(dtype: Any) -> tuple[np.dtype, int]:
 class Dataset(Handle):
     """An open deltacells dataset (``dc_dataset``), read on demand.
 
-    ``Dataset(path_or_url, threads=0, tile_cache=None, verify_crc=None, cache_dir=None,
+    ``Dataset(path_or_url, threads=0, tile_cache=None, verify_crc=None, cache_bytes=None, cache_dir=None,
     options=None)`` opens and validates the manifest. Settings left ``None`` keep the
     library's defaults. ``options`` (a mapping or ``"key=value"`` strings) are object-store
     settings for URLs (contract §7).
@@ -167,7 +168,8 @@ class Dataset(Handle):
     def set(self, **settings: int) -> None:
         """Sets handle parameters (``dc_dataset_set``): ``threads`` (decode threads per call,
         0 = ``DELTACELLS_NUM_THREADS`` or all cores), ``tile_cache`` (decoded tiles kept),
-        ``verify_crc`` (0 or 1)."""
+        ``verify_crc`` (0 or 1), ``cache_bytes`` (budget of the decoded-data cache shared by
+        gathers and batch iterators; 0 disables it)."""
         for key, value in settings.items():
             if key not in _PARAMS:
                 raise TypeError(f"unknown dataset setting {key!r}; known: {', '.join(_PARAMS)}")
@@ -197,10 +199,12 @@ class Dataset(Handle):
 
     @property
     def n_cells(self) -> int:
+        """Cells (rows)."""
         return self._info.n_cells
 
     @property
     def n_genes(self) -> int:
+        """Genes (columns)."""
         return self._info.n_genes
 
     @property
@@ -307,24 +311,29 @@ class Dataset(Handle):
         return _arrow.to_pandas(table) if pandas else table
 
     # ---- batches
-    def batches(self, cells: Optional[Cells] = None, batch_size: int = 1024, *, dtype: Any = np.int32,
-                format: MatrixFormat = "csr_matrix") -> Iterator[tuple[np.ndarray, Any]]:
-        """(cells, rows) for consecutive batches of ``batch_size`` of ``cells`` (None = every
-        cell in order; any order, repeats allowed); the last batch may be shorter."""
-        c = np.arange(self.n_cells, dtype=np.uint64) if cells is None else cells_array(cells)
+    def batches(self, cells: Optional[Cells] = None, batch_size: int = 1024, *, shuffle: bool = False,
+                seed: int = 0, window_tiles: int = 1, read_ahead: int = 0, dtype: Any = np.int32,
+                format: MatrixFormat = "csr_matrix") -> "Batches":
+        """The library's batch iterator (``dc_dataset_batches``): ``(cells, X)`` for
+        consecutive batches of ``batch_size`` rows of the declared order, the last possibly
+        shorter; X is what ``gather(cells)`` returns.
+
+        The order: ``cells`` (any order, repeats allowed), or every cell -- ascending, or with
+        ``shuffle=True`` the library's block shuffle ``shuffled_order(seed, window_tiles)``.
+        While the caller works on one batch the next ``read_ahead`` (0 = 2, at most 64) are
+        decoded on the dataset's pool into its decoded-data cache (``cache_bytes``). The
+        iterator may outlive this dataset; ``close()`` (or ``with``) stops the read-ahead.
+        Make it in the process that iterates it (after a fork, not before)."""
+        if shuffle:
+            if cells is not None:
+                raise ValueError("batches: shuffle=True shuffles every cell; pass cells=None "
+                                 "(or shuffle your own cells and pass them)")
+            order = self.shuffled_order(seed, window_tiles)
+        else:
+            order = np.arange(self.n_cells, dtype=np.uint64) if cells is None else cells_array(cells)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, not {batch_size}")
-        for start in range(0, c.size, batch_size):
-            part = c[start:start + batch_size]
-            yield part, self.gather(part, dtype=dtype, format=format)
-
-    def read_ahead_batches(self, cells: Cells, batch_size: int, *, read_ahead: int = 0,
-                           dtype: Any = np.int32, format: MatrixFormat = "csr_matrix") -> "Batches":
-        """The library's batch iterator (``dc_dataset_batches``): ``cells`` (any order,
-        repeats allowed) in batches of ``batch_size`` rows, the next ``read_ahead`` (0 = 2)
-        prepared on the dataset's pool while the caller works. Iterate it for the batches
-        (as ``gather`` returns them); it may outlive this dataset."""
-        return Batches(self, cells, batch_size, read_ahead, dtype, format)
+        return Batches(self, order, batch_size, read_ahead, dtype, format)
 
     def shuffled_order(self, seed: int, window_tiles: int = 1) -> np.ndarray:
         """A block-shuffled permutation of all cells (``dc_dataset_shuffled_order``): tiles in
@@ -353,21 +362,32 @@ class Dataset(Handle):
 
 
 class Batches(Handle):
-    """Batches read ahead by the library (``dc_batches``); see ``Dataset.read_ahead_batches``.
-    A batch that fails to read raises its error and is consumed: iterating again goes on
-    with the next one. ``close()`` stops the read-ahead."""
+    """Batches read ahead by the library (``dc_batches``), made by ``Dataset.batches``.
+    Iterating yields ``(cells, X)``: the batch's cells (uint64, a view of ``order``) and its
+    rows. A batch that fails to read raises its error and is consumed: iterating again goes
+    on with the next one. ``close()`` stops the read-ahead (also at the end of a ``with``)."""
 
     _free = _capi.dc_batches_free
 
-    def __init__(self, ds: Dataset, cells: Cells, batch_size: int, read_ahead: int, dtype: Any,
+    def __init__(self, ds: Dataset, order: np.ndarray, batch_size: int, read_ahead: int, dtype: Any,
                  format: MatrixFormat) -> None:
         self._dt, self._code = dtype_code(dtype)
+        if format not in ("csr_matrix", "csr_array", "arrays"):
+            raise ValueError(f"format: 'csr_matrix', 'csr_array' or 'arrays', not {format!r}")
         self._format = format
         self._n_genes = ds.n_genes
-        c = cells_array(cells)
+        self.order = order
+        """The cells of every batch, in order (uint64)."""
+        self.batch_size = int(batch_size)
+        self._start = 0
         h = ctypes.c_void_p()
-        call(_capi.dc_dataset_batches, ds._live(), _ptr(c), c.size, batch_size, read_ahead, ctypes.byref(h))
+        call(_capi.dc_dataset_batches, ds._live(), _ptr(order), order.size, batch_size, read_ahead,
+             ctypes.byref(h))
         self._h = h
+
+    def __len__(self) -> int:
+        """Batches in all (those already handed out included)."""
+        return -(-self.order.size // self.batch_size)
 
     def peek(self) -> tuple[int, int]:
         """(rows, nonzeros) of the next batch; rows is 0 at the end."""
@@ -378,11 +398,12 @@ class Batches(Handle):
     def __iter__(self) -> "Batches":
         return self
 
-    def __next__(self) -> Any:
+    def __next__(self) -> tuple[np.ndarray, Any]:
         try:
             rows, need = self.peek()
         except Exception:
             # dc_batches_next hands out (consumes) the failed batch with the same error.
+            self._start += self.batch_size
             r, z = ctypes.c_uint64(), ctypes.c_uint64()
             call(_capi.dc_batches_next, self._live(), self._code, None, None, None, 0,
                  ctypes.byref(r), ctypes.byref(z))
@@ -393,10 +414,12 @@ class Batches(Handle):
         indices = np.empty(max(need, 1), dtype=np.int32)
         values = np.empty(max(need, 1), dtype=self._dt)
         r, z = ctypes.c_uint64(), ctypes.c_uint64()
+        cells = self.order[self._start:self._start + rows]
+        self._start += rows
         call(_capi.dc_batches_next, self._live(), self._code, _ptr(indptr), _ptr(indices), _ptr(values), need,
              ctypes.byref(r), ctypes.byref(z))
         n = z.value
-        return csr_result(indptr, indices[:n], values[:n], (r.value, self._n_genes), self._format)
+        return cells, csr_result(indptr, indices[:n], values[:n], (r.value, self._n_genes), self._format)
 
 
 def _reopen(source: str, options: list[str], cache_dir: Optional[str], settings: dict[str, int]) -> Dataset:

@@ -1,10 +1,14 @@
 """A PyTorch-style iterable dataset over a Dataset's batches: ``CellBatches``.
 
-It yields whole batches (``DataLoader(CellBatches(...), batch_size=None, num_workers=k)``),
-so the library gathers each batch in one call. With ``num_workers > 0`` every DataLoader
-worker reads its own share: worker w of W takes batches w, w + W, w + 2W, ... of the
-declared order. Forked workers keep using the handle opened before the fork; spawned ones
-receive it pickled (source + settings) and re-open it.
+It yields whole batches (``DataLoader(CellBatches(...), batch_size=None, num_workers=k)``)
+read by the library's batch iterator (``Dataset.batches``: each batch one call, the next
+ones decoded ahead on the library's pool). The order is declared up front: given cells, all
+cells in order, or the library's block shuffle (``shuffle=True``; ``set_epoch(e)`` reseeds
+it with ``seed + e``, so every epoch differs and every worker agrees on it). With
+``num_workers > 0`` every DataLoader worker reads its own share: worker w of W takes a
+contiguous run of about 1/W of the batches (so that a shuffled order's tiles stay with
+one worker). Forked workers keep using the handle opened before the fork; spawned ones
+receive it pickled (source, options, settings) and re-open it.
 
 PyTorch is optional: when it is installed ``CellBatches`` is a
 ``torch.utils.data.IterableDataset`` and reads the worker from
@@ -49,51 +53,81 @@ def worker_share() -> tuple[int, int]:
 class CellBatches(_Base):  # type: ignore[misc]
     """Batches of ``batch_size`` cells of ``dataset`` in a declared order.
 
-    ``cells``: the cells to visit, in order (None = all cells in order). ``X`` arrives as a
-    ``scipy.sparse.csr_matrix`` (``output="csr_matrix"``), numpy CSR arrays (``"arrays"``),
-    or a torch dense / sparse-CSR tensor (``"torch_dense"``, ``"torch_csr"``) of ``dtype``.
-    ``obs_columns``: obs columns to deliver with each batch (read once per process).
-    ``drop_last``: leave out a last, shorter batch.
+    ``cells``: the cells to visit, in order (None = all cells, ascending or, with
+    ``shuffle=True``, in the library's block-shuffled order of ``seed`` + epoch and
+    ``window_tiles``). ``X`` arrives as a ``scipy.sparse.csr_matrix``
+    (``output="csr_matrix"``), numpy CSR arrays (``"arrays"``), or a torch dense /
+    sparse-CSR tensor (``"torch_dense"``, ``"torch_csr"``) of ``dtype``. ``obs_columns``:
+    obs columns to deliver with each batch (read once per process). ``drop_last``: leave out
+    a last, shorter batch. ``read_ahead``: batches decoded ahead (0 = the library's 2).
     """
 
     def __init__(self, dataset: Dataset, cells: Optional[Cells] = None, *, batch_size: int = 256,
+                 shuffle: bool = False, seed: int = 0, window_tiles: int = 1, read_ahead: int = 0,
                  dtype: Any = np.float32, output: Output = "csr_matrix",
                  obs_columns: Optional[Sequence[str]] = None, drop_last: bool = False):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, not {batch_size}")
         if output not in ("csr_matrix", "arrays", "torch_dense", "torch_csr"):
             raise ValueError(f"output: csr_matrix, arrays, torch_dense or torch_csr, not {output!r}")
+        if shuffle and cells is not None:
+            raise ValueError("shuffle=True shuffles every cell of the dataset: pass cells=None "
+                             "(or shuffle your own cells and pass them)")
         self.dataset = dataset
-        self.cells = np.arange(dataset.n_cells, dtype=np.uint64) if cells is None else cells_array(cells)
+        self._cells = None if cells is None else cells_array(cells)
+        self.n_cells = dataset.n_cells if cells is None else self._cells.size
         self.batch_size = int(batch_size)
+        self.shuffle = bool(shuffle)
+        self.seed = int(seed)
+        self.window_tiles = int(window_tiles)
+        self.read_ahead = int(read_ahead)
+        self.epoch = 0
         self.dtype = np.dtype(dtype)
         self.output = output
         self.obs_columns = list(obs_columns) if obs_columns is not None else None
         self.drop_last = drop_last
         self._obs: Optional[pa.Table] = None
 
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch of the next pass: a shuffled order uses the seed ``seed + epoch``. Call it
+        before creating the DataLoader's iterator (workers receive the state then)."""
+        self.epoch = int(epoch)
+
     def __len__(self) -> int:
         """Batches in one pass over all workers together."""
-        n = self.cells.size
+        n = self.n_cells
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
-    def batch_cells(self, k: int) -> np.ndarray:
-        """The cells of batch k of the declared order."""
-        return self.cells[k * self.batch_size:(k + 1) * self.batch_size]
+    def order(self) -> np.ndarray:
+        """The cells of one pass (this epoch), in order, before ``drop_last``."""
+        if self._cells is not None:
+            return self._cells
+        if self.shuffle:
+            return self.dataset.shuffled_order(self.seed + self.epoch, self.window_tiles)
+        return np.arange(self.n_cells, dtype=np.uint64)
 
-    def share(self, worker_id: int, num_workers: int) -> Iterator[Batch]:
-        """The batches of worker ``worker_id`` of ``num_workers``: k = worker_id, worker_id +
-        num_workers, ... -- disjoint shares that together are every batch once."""
+    def share_batches(self, worker_id: int, num_workers: int) -> range:
+        """The batch numbers of worker ``worker_id`` of ``num_workers``: a contiguous run,
+        the runs disjoint and together every batch of the pass once."""
         if not 0 <= worker_id < num_workers:
             raise ValueError(f"worker {worker_id} of {num_workers}")
-        mine = range(worker_id, len(self), num_workers)
+        n = len(self)
+        return range(n * worker_id // num_workers, n * (worker_id + 1) // num_workers)
+
+    def share(self, worker_id: int, num_workers: int) -> Iterator[Batch]:
+        """The batches of worker ``worker_id`` of ``num_workers`` (``share_batches``), read by
+        one library batch iterator over that run of the order."""
+        mine = self.share_batches(worker_id, num_workers)
         if not mine:
             return
-        cells = np.concatenate([self.batch_cells(k) for k in mine])
-        # Read as one stream of batches of the declared size: the boundaries coincide with
-        # the shares' batches because only the order's last batch can be short.
-        for part, x in self.dataset.batches(cells, self.batch_size, dtype=self.dtype, format="arrays"):
-            yield Batch(part, self._convert(x), self._obs_of(part))
+        order = self.order()
+        cells = order[mine.start * self.batch_size:min(mine.stop * self.batch_size, order.size)]
+        # The run starts on a batch boundary and only the pass's last batch can be short, so
+        # the iterator's batches are the pass's batches.
+        with self.dataset.batches(cells, self.batch_size, read_ahead=self.read_ahead, dtype=self.dtype,
+                                  format="arrays") as batches:
+            for part, x in batches:
+                yield Batch(part, self._convert(x), self._obs_of(part))
 
     def __iter__(self) -> Iterator[Batch]:
         return self.share(*worker_share())

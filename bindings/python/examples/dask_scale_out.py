@@ -14,7 +14,7 @@ names) and small partial results.
 from __future__ import annotations
 
 import argparse
-from typing import Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -33,7 +33,7 @@ def gene_totals_of(ds: dc.Dataset, cells: range) -> np.ndarray:
     return total
 
 
-def gene_totals_distributed(client, source: str, options: Optional[Sequence[str]] = None,
+def gene_totals_distributed(client, source: str, options: Any = None,
                             n_partitions: Optional[int] = None) -> np.ndarray:
     ds = dc.Dataset(source, options=options)
     parts = ds.partitions(n_partitions or 4 * len(client.scheduler_info()["workers"]))
@@ -41,7 +41,7 @@ def gene_totals_distributed(client, source: str, options: Optional[Sequence[str]
     return client.submit(sum, futures).result()
 
 
-def gene_totals_local(source: str, options: Optional[Sequence[str]] = None) -> np.ndarray:
+def gene_totals_local(source: str, options: Any = None) -> np.ndarray:
     ds = dc.Dataset(source, options=options)
     return gene_totals_of(ds, range(ds.n_cells))
 
@@ -72,7 +72,7 @@ def finish_stats(partials: pd.DataFrame) -> pd.DataFrame:
     return out.sort_index()
 
 
-def trace_stats_distributed(client, source: str, options: Optional[Sequence[str]] = None,
+def trace_stats_distributed(client, source: str, options: Any = None,
                             by: str = "chrom", n_partitions: int = 8) -> pd.DataFrame:
     cd = dc.ChromData(source, options=options)
     parts = cd.partitions(n_partitions, by)
@@ -80,7 +80,7 @@ def trace_stats_distributed(client, source: str, options: Optional[Sequence[str]
     return finish_stats(pd.concat(client.gather(futures)))
 
 
-def trace_stats_local(source: str, options: Optional[Sequence[str]] = None) -> pd.DataFrame:
+def trace_stats_local(source: str, options: Any = None) -> pd.DataFrame:
     cd = dc.ChromData(source, options=options)
     return finish_stats(trace_partials(cd.read_spots(["trace_id", "x", "y", "z"]).to_pandas()))
 

@@ -75,6 +75,69 @@ def test_every_store_answers_like_pandas(stores, stores_manifest):
     assert checked > 1000
 
 
+ERRORS_ALL = dict(ERRORS, InvalidArgument=dc.InvalidArgumentError)
+
+
+def _decoded(t: pa.Table) -> pa.Table:
+    cols = [c.combine_chunks() for c in t.columns]
+    cols = [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c for c in cols]
+    return pa.table(dict(zip(t.column_names, cols)))
+
+
+def test_pass_through_content_like_the_manifest(stores, stores_manifest):
+    """attrs / array / result_table (dc_chromdata_attrs / _array / _result_table) answer what
+    make_stores.py wrote: the JSON documents, arrays of their full shape and dtype, tables."""
+    checked = 0
+    for s in stores_manifest["stores"]:
+        if not s["path"].startswith(("main_", "nocell_")):
+            continue
+        cd = dc.ChromData(stores / s["path"])
+        for q in s["components"]:
+            what, path = f"{s['path']} {q}", q["path"]
+            if q["kind"] == "attrs":
+                call = functools.partial(cd.attrs, q["what"], path)
+            elif q["kind"] == "array":
+                call = functools.partial(cd.array, q["what"], path)
+            else:
+                call = functools.partial(cd.result_table, path)
+            if "error" in q:
+                with pytest.raises(ERRORS_ALL[q["error"]]) as e:
+                    call()
+                assert e.value.message, what
+            elif q["kind"] == "attrs":
+                assert call() == q["json"], what
+            elif q["kind"] == "array":
+                got = call()
+                assert isinstance(got, np.ndarray) and list(got.shape) == q["shape"], what
+                assert got.dtype == np.dtype(q["dtype"]), what
+                assert got.reshape(-1).tolist() == q["values"], what
+            else:
+                got = call()
+                assert isinstance(got, pa.Table), what
+                assert_same_table(_decoded(got), read_expected(stores / s["expected_dir"] / q["file"]), what)
+            checked += 1
+    assert checked > 100
+
+
+def test_query_results_are_not_copied(tmp_path):
+    """Zero-copy: importing a query's Arrow stream allocates (almost) nothing in pyarrow's
+    memory pool: the table's buffers are the library's."""
+    path = tmp_path / "big.cdz"
+    with dc.ChromDataWriter(path) as w:
+        w.append(_spots(np.random.default_rng(3), 200_000, n_traces=50))
+    cd = dc.ChromData(path)
+    for query in (cd.read_spots, lambda: cd.get_chrom("chr1"), lambda: cd.get_trace("t7")):
+        query()  # warm-up: pyarrow's one-off allocations
+        before = pa.total_allocated_bytes()
+        table = query()
+        grew = pa.total_allocated_bytes() - before
+        assert table.nbytes > 100_000
+        assert grew < table.nbytes // 100, (grew, table.nbytes)
+    copied = pa.concat_tables([table, table]).combine_chunks()  # the check can fail: a copy shows
+    assert pa.total_allocated_bytes() - before >= table.nbytes
+    del copied
+
+
 def test_invalid_stores_raise_their_status(stores, stores_manifest):
     assert stores_manifest["invalid"]
     for case in stores_manifest["invalid"]:
@@ -199,6 +262,12 @@ def test_writer_bins_tracks_tables_and_errors(tmp_path):
             w.append(spots)
     with pytest.raises(ValueError, match="layout"):
         dc.ChromDataWriter(tmp_path / "x.cdz", layout="nope")
+    assert dc.ChromDataWriter.param_bounds("layout") == (0, 2)
+    assert dc.ChromDataWriter.param_bounds("overwrite") == (0, 1)
+    lo, hi = dc.ChromDataWriter.param_bounds("threads")
+    assert lo == 0 and hi > 1
+    with pytest.raises(TypeError, match="unknown ChromData writer setting"):
+        dc.ChromDataWriter.param_bounds("nonsense")
     bad = tmp_path / "bad.cdz"
     with pytest.raises(dc.InvalidArgumentError):
         with dc.ChromDataWriter(bad) as w:

@@ -6,6 +6,7 @@ use std::path::Path;
 use arrow_array::RecordBatch;
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use deltacells::chromdata::{fofct, ChromData, Columns, Layout, WriterOptions};
+use deltacells::storage::fs;
 use deltacells::{Error, Result};
 
 use super::args::Args;
@@ -54,18 +55,15 @@ Examples:
   deltacells chromdata get traces.cdz --cell fov1_cell03 --columns coords,Intensity
   deltacells chromdata get traces.cdz --chrom chr21 --format parquet --output chr21.parquet";
 
+/// `--columns a,b,..` by the library's selector rule (`Columns::from_selectors`).
 fn columns_of(a: &Args) -> Columns {
-    match a.value("--columns") {
-        None => Columns::All,
-        Some("coords") => Columns::Coords,
-        Some(list) => Columns::Names(
-            list.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect(),
-        ),
-    }
+    let list = a.value("--columns").unwrap_or("");
+    let selectors: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    Columns::from_selectors(&selectors)
 }
 
 pub fn info(a: &Args) -> Result<()> {
@@ -165,11 +163,12 @@ pub fn get(a: &Args) -> Result<()> {
         ("parquet", Some(out)) => write_parquet(&batch, Path::new(out)),
         (_, Some(out)) => {
             let p = Path::new(out);
-            let mut f =
-                std::io::BufWriter::new(std::fs::File::create(p).map_err(|e| Error::io(p, &e))?);
-            write_csv(&batch, &mut f)
-                .and_then(|_| f.flush())
-                .map_err(|e| Error::io(p, &e))
+            fs::write_file_atomically(p, |f| {
+                let mut w = std::io::BufWriter::new(f);
+                write_csv(&batch, &mut w)
+                    .and_then(|_| w.flush())
+                    .map_err(|e| Error::io(p, &e))
+            })
         }
         _ => {
             let mut out = std::io::stdout().lock();
@@ -220,11 +219,11 @@ fn write_csv(batch: &RecordBatch, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Writes `batch` as a zstd-compressed Parquet file, published atomically like every output.
 fn write_parquet(batch: &RecordBatch, path: &Path) -> Result<()> {
     use parquet::arrow::ArrowWriter;
     use parquet::basic::{Compression, ZstdLevel};
     use parquet::file::properties::WriterProperties;
-    let file = std::fs::File::create(path).map_err(|e| Error::io(path, &e))?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .build();
@@ -234,10 +233,12 @@ fn write_parquet(batch: &RecordBatch, path: &Path) -> Result<()> {
             format!("{}: {e}", path.display()),
         )
     };
-    let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(fail)?;
-    w.write(batch).map_err(fail)?;
-    w.close().map_err(fail)?;
-    Ok(())
+    fs::write_file_atomically(path, |file| {
+        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(fail)?;
+        w.write(batch).map_err(fail)?;
+        w.close().map_err(fail)?;
+        Ok(())
+    })
 }
 
 pub fn import_fofct(a: &Args) -> Result<()> {

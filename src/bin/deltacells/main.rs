@@ -20,6 +20,7 @@ use std::time::Instant;
 use deltacells::convert::mtx::{self, CellMatrix};
 use deltacells::convert::{self as conv, ConvertOptions};
 use deltacells::dataset::{self, Dataset, WriterOptions};
+use deltacells::storage::fs;
 use deltacells::tile::{self, EncodeOptions, Tile, ValuesOut};
 use deltacells::{Error, ErrorKind, Result};
 
@@ -245,7 +246,9 @@ fn tile_encode(a: &Args) -> Result<()> {
     let blob = tile::encode_tile(&m.as_csr(), opts)?;
     let enc_s = t1.elapsed().as_secs_f64();
     let out = PathBuf::from(out);
-    std::fs::write(&out, &blob).map_err(|e| Error::io(&out, &e))?;
+    fs::write_file_atomically(&out, |f| {
+        f.write_all(&blob).map_err(|e| Error::io(&out, &e))
+    })?;
     summary!(
         "{}: {} cells x {} genes, {} nonzeros -> {} bytes ({:.3} bytes/nonzero); read {:.2}s, encoded {:.2}s",
         out.display(),

@@ -44,7 +44,7 @@ impl std::fmt::Debug for ParquetFile {
     }
 }
 
-fn pq_err(path: &str, e: impl std::fmt::Display) -> Error {
+fn parquet_error(path: &str, e: impl std::fmt::Display) -> Error {
     Error::format(format!("{path}: {e}"))
 }
 
@@ -62,7 +62,7 @@ impl ParquetFile {
             .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
             .with_encoding_stats_policy(ParquetStatisticsPolicy::SkipAll);
         let meta = ArrowReaderMetadata::load(&slice, opts)
-            .map_err(|e| pq_err(&full, format_args!("no valid Parquet footer ({e})")))?;
+            .map_err(|e| parquet_error(&full, format_args!("no valid Parquet footer ({e})")))?;
         Ok(ParquetFile {
             slice,
             meta,
@@ -156,7 +156,7 @@ impl ParquetFile {
                 many => {
                     let refs: Vec<&dyn arrow_array::Array> =
                         many.iter().map(|a| a.as_ref()).collect();
-                    arrow_select::concat::concat(&refs).map_err(|e| pq_err(&self.path, e))
+                    arrow_select::concat::concat(&refs).map_err(|e| parquet_error(&self.path, e))
                 }
             })
             .collect()
@@ -194,8 +194,9 @@ impl ParquetFile {
             .filter(|&l| sorted.binary_search(&schema.get_column_root_idx(l)).is_ok())
             .collect();
         let mask = ProjectionMask::roots(schema, sorted.iter().copied());
-        let fail =
-            |e: &dyn std::fmt::Display| pq_err(&self.path, format_args!("cannot decode: {e}"));
+        let fail = |e: &dyn std::fmt::Display| {
+            parquet_error(&self.path, format_args!("cannot decode: {e}"))
+        };
         let levels = parquet_to_arrow_field_levels(schema, mask, None).map_err(|e| fail(&e))?;
         let chunks =
             GroupChunks::fetch(md, g, &leaves, |s, buf, l| self.slice.read_into(s, buf, l))
@@ -243,7 +244,7 @@ impl ParquetFile {
                 self.meta.metadata().row_group(g).num_rows().max(0) as usize,
             )),
         )
-        .map_err(|e| pq_err(&self.path, e))
+        .map_err(|e| parquet_error(&self.path, e))
     }
 
     /// The whole file, every column (small tables), normalised (§15.4).
@@ -253,7 +254,7 @@ impl ParquetFile {
             .map(|g| self.decode_group(g, &cols))
             .collect::<Result<Vec<_>>>()?;
         let b = arrow_select::concat::concat_batches(self.schema(), &groups)
-            .map_err(|e| pq_err(&self.path, e))?;
+            .map_err(|e| parquet_error(&self.path, e))?;
         normalise(&b).map_err(|e| e.context(&self.path))
     }
 }

@@ -187,7 +187,7 @@ fn place(
     let parts = pieces.iter().enumerate().filter_map(|(i, p)| {
         let s = p.src.max(at);
         let e = (p.src + p.len).min(end);
-        (s < e).then_some((i, s, e - s))
+        (s < e).then(|| (i, s, e - s)) // lazily: e - s underflows when s >= e
     });
     match dst {
         Dst::Fixed(slices) => {

@@ -197,3 +197,22 @@ impl OpenStore {
         Ok(Some(v))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Columns;
+
+    #[test]
+    fn selectors() {
+        assert_eq!(Columns::from_selectors::<&str>(&[]), Columns::All);
+        assert_eq!(Columns::from_selectors(&["coords"]), Columns::Coords);
+        assert_eq!(
+            Columns::from_selectors(&["coords", "x"]),
+            Columns::Names(vec!["coords".into(), "x".into()])
+        );
+        assert_eq!(
+            Columns::from_selectors(&["spot_id"]),
+            Columns::Names(vec!["spot_id".into()])
+        );
+    }
+}

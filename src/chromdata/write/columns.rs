@@ -52,20 +52,6 @@ pub(crate) enum Kind {
     DictInt,
 }
 
-fn is_int(t: &DataType) -> bool {
-    matches!(
-        t,
-        DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-    )
-}
-
 fn is_str(t: &DataType) -> bool {
     matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
 }
@@ -74,12 +60,12 @@ fn is_str(t: &DataType) -> bool {
 pub(crate) fn kind_of(name: &str, t: &DataType) -> Result<Kind> {
     Ok(match t {
         DataType::Boolean => Kind::Bool,
-        t if is_int(t) => Kind::Int(t.clone()),
+        t if t.is_integer() => Kind::Int(t.clone()),
         DataType::Float32 => Kind::F32,
         DataType::Float64 => Kind::F64,
         t if is_str(t) => Kind::Str,
         DataType::Dictionary(_, v) if is_str(v) => Kind::DictStr,
-        DataType::Dictionary(_, v) if is_int(v) => Kind::DictInt,
+        DataType::Dictionary(_, v) if v.is_integer() => Kind::DictInt,
         t => {
             return Err(Error::unsupported(format!(
                 "column \"{name}\": type {t} is not supported (bool, integers, float32, float64, \
@@ -152,7 +138,7 @@ pub(crate) fn to_spill(name: &str, a: &ArrayRef) -> Result<ArrayRef> {
             }
             Arc::new(Int64Array::from(values::int_values(a.as_ref())?))
         }
-        t if is_int(t) => Arc::new(Int64Array::from(values::int_values(a.as_ref())?)),
+        t if t.is_integer() => Arc::new(Int64Array::from(values::int_values(a.as_ref())?)),
         t => {
             return Err(Error::unsupported(format!(
                 "column \"{name}\": type {t} is not supported"

@@ -18,14 +18,15 @@ use crate::chromdata::spec::{
     Root, SmallTable, ValueType, AXES,
 };
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::fs;
 
-/// Writes a metadata document (pretty JSON), creating the parent directory.
+/// Writes a metadata document (pretty JSON), creating the parent directory. A plain write:
+/// publishing syncs the whole temporary tree (`Flush::Tree`), or zips it into a `.cdz`
+/// that is synced, so an fsync here would flush each document twice.
 fn write_json(path: &Path, doc: &impl serde::Serialize) -> Result<()> {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
     }
-    fs::write_synced(path, &spec::to_json(doc)?)
+    std::fs::write(path, spec::to_json(doc)?).map_err(|e| Error::io(path, &e))
 }
 
 /// Writes `<dir>/zarr.json` of a group with these attributes.

@@ -153,3 +153,25 @@ impl WriterOptions {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_setting_checks_its_range() {
+        let mut o = WriterOptions::default();
+        for p in WriterParam::ALL {
+            let b = p.bounds();
+            assert!(p.check(b.min as i128 - 1).is_err(), "{}", p.name());
+            assert!(p.check(b.max as i128 + 1).is_err(), "{}", p.name());
+            assert!(o.set(p, b.min).is_ok(), "{}", p.name());
+        }
+        assert!(WriterParam::MemoryBudget.check(1000).is_err());
+        assert!(WriterParam::MemoryBudget.check(MIN_MEMORY_BUDGET).is_ok());
+        o.set(WriterParam::Layout, 1).unwrap();
+        assert_eq!(o.layout, Layout::Partitioned);
+        o.memory_budget = 5;
+        assert!(o.validate().is_err());
+    }
+}

@@ -240,6 +240,11 @@ function dc_chromdata_writer_set(w, p, value)
     ccall((:dc_chromdata_writer_set, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, dc_chromdata_writer_param, Int64), w, p, value)
 end
 
+# dc_status dc_chromdata_writer_param_bounds(dc_chromdata_writer_param p, int64_t * min, int64_t * max)
+function dc_chromdata_writer_param_bounds(p, min, max)
+    ccall((:dc_chromdata_writer_param_bounds, libdeltacells), dc_status, (dc_chromdata_writer_param, Ptr{Int64}, Ptr{Int64}), p, min, max)
+end
+
 # dc_status dc_chromdata_writer_set_bins(struct dc_chromdata_writer * w, struct ArrowArray * bins, struct ArrowSchema * schema)
 function dc_chromdata_writer_set_bins(w, bins, schema)
     ccall((:dc_chromdata_writer_set_bins, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, Ptr{ArrowArray}, Ptr{ArrowSchema}), w, bins, schema)
