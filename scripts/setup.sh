@@ -21,6 +21,7 @@ command -v python3 >/dev/null 2>&1 || apt_missing+=(python3 python3-pip python3-
 command -v R >/dev/null 2>&1 || apt_missing+=(r-base-core)
 if ! Rscript -e 'library(Matrix)' >/dev/null 2>&1; then apt_missing+=(r-cran-matrix); fi
 if ! Rscript -e 'library(testthat)' >/dev/null 2>&1; then apt_missing+=(r-cran-testthat); fi
+if ! Rscript -e 'library(jsonlite)' >/dev/null 2>&1; then apt_missing+=(r-cran-jsonlite); fi
 if [ ${#apt_missing[@]} -gt 0 ]; then
   echo "setup: installing ${apt_missing[*]} (apt)"
   $SUDO apt-get update -qq

@@ -585,7 +585,8 @@ print.deltacells_cd_iter <- function(x, ...) {
 cd_write <- function(spots, path, layout = c("primary_coords", "partitioned", "flat"),
                      coord_float32 = FALSE, memory_budget = NULL, threads = NULL,
                      overwrite = FALSE, bins = NULL, bin_tracks = NULL, intervals = list(),
-                     points = list()) {
+                     points = list(), traces = NULL, cells = NULL, cellm = NULL, binm = NULL,
+                     results = NULL, uns = NULL, contacts = NULL, links = NULL) {
   if (!is.data.frame(spots)) .dc_arg_stop("'spots' must be a data.frame")
   path <- .check_string(path, "path")
   layout <- match.arg(layout)
@@ -618,9 +619,13 @@ cd_write <- function(spots, path, layout = c("primary_coords", "partitioned", "f
       x <- x$table
     }
     extras <- c(extras, list(list(2L, key, kind, table_of(x, paste0("intervals$", key)))))
+    if (!is.data.frame(intervals[[key]]) && !is.null(intervals[[key]]$source_result))
+      extras <- c(extras, list(list(7L, key, "intervals",
+                                    .json_out(list(source_result = intervals[[key]]$source_result)))))
   }
   for (key in names(named(points, "points")))
     extras <- c(extras, list(list(3L, key, NULL, table_of(points[[key]], paste0("points$", key)))))
+  extras <- c(extras, .content_extras(traces, cells, cellm, binm, results, uns, contacts, links))
   .Call(dcr_cd_write, path.expand(path), as.list(spots), params, extras)
   invisible(path)
 }

@@ -529,6 +529,37 @@ add_table!(w::ChromDataWriter, collection::AbstractString, key::AbstractString,
            schema::Ptr{L.ArrowSchema}) =
     check(L.dc_chromdata_writer_add_table(handle(w), collection, key,
                                           something(kind, ""), table, schema))
+"Fixes the category list of \"trace_id\", \"cell_id\" or an extra categorical column (a one-column batch, moved in); before the first append."
+set_categories!(w::ChromDataWriter, column::AbstractString, values::Ptr{L.ArrowArray}, schema::Ptr{L.ArrowSchema}) =
+    check(L.dc_chromdata_writer_set_categories(handle(w), column, values, schema))
+"The \"traces\" or \"cells\" annotation table (first column the ids; moved in)."
+set_table!(w::ChromDataWriter, name::AbstractString, table::Ptr{L.ArrowArray}, schema::Ptr{L.ArrowSchema}) =
+    check(L.dc_chromdata_writer_set_table(handle(w), name, table, schema))
+"A \"cellm\" or \"binm\" array in the one-column form of `array` (moved in)."
+add_array!(w::ChromDataWriter, kind::AbstractString, key::AbstractString, array::Ptr{L.ArrowArray},
+           schema::Ptr{L.ArrowSchema}) =
+    check(L.dc_chromdata_writer_add_array(handle(w), kind, key, array, schema))
+"""
+    add_result!(w, path, attrs_json, data = C_NULL, schema = C_NULL)
+
+A results entry at `path` (key, then member keys inside mappings) with its attributes as
+JSON text (`type` required); `data` the table or array batch, `C_NULL` for json / mapping.
+"""
+add_result!(w::ChromDataWriter, path, attrs_json::AbstractString, data::Ptr{L.ArrowArray} = Ptr{L.ArrowArray}(C_NULL),
+            schema::Ptr{L.ArrowSchema} = Ptr{L.ArrowSchema}(C_NULL)) =
+    with_columns((c, n) -> check(L.dc_chromdata_writer_add_result(handle(w), c, n, attrs_json, data, schema)), path)
+"JSON parts: (\"uns\" | \"contacts\" | \"links\", nothing, json) or (\"intervals\", key, json)."
+set_json!(w::ChromDataWriter, kind::AbstractString, key::Union{AbstractString,Nothing}, json::AbstractString) =
+    check(L.dc_chromdata_writer_set_json(handle(w), kind, something(key, ""), json))
 finish!(w::ChromDataWriter) = check(L.dc_chromdata_writer_finish(handle(w)))
+
+"""
+    rewrite(src, dst; layout = L.DC_LAYOUT_PRIMARY_COORDS, overwrite = false)
+
+Writes store `src` (any version, layout, directory or `.cdz`) again at `dst` in `layout`,
+with everything it holds and its original order recoverable.
+"""
+rewrite(src::AbstractString, dst::AbstractString; layout::Integer = L.DC_LAYOUT_PRIMARY_COORDS,
+        overwrite::Bool = false) = check(L.dc_chromdata_rewrite(src, dst, layout, overwrite))
 
 end # module
