@@ -234,21 +234,24 @@ fn write_full(path: &Path, dir: &Path, layout: Layout) {
     .unwrap();
     w.add_result(
         &["ens", "n/traces"],
-        &json!({"type": "json", "value": {"n": 5, "r": {"__uchrom_type__": "float", "value": "inf"}}}),
+        &json!({"type": "json", "value": {"r": {"__uchrom_type__": "float", "value": "inf"}, "n": 5}}),
         None,
     )
     .unwrap();
     w.add_result(&["none"], &json!({"type": "json", "value": null}), None)
         .unwrap();
     let big: Vec<f64> = (0..100).map(|i| i as f64 / 4.0).collect();
-    let uns = json!({
-        "a": 1, "nested": {"x": [1, 2], "tuple": {"__uchrom_type__": "tuple", "items": [1, "a"]}},
-        "big": {"__uchrom_type__": "ndarray", "dtype": "<f8", "shape": [10, 10], "data": big},
-        "small": {"__uchrom_type__": "ndarray", "dtype": "<i4", "shape": [3], "data": [1, 2, 3]},
-        "edge": {"__uchrom_type__": "ndarray", "dtype": "<f8", "shape": [8, 8], "data": vec![0.5; 64]},
-        "flags": [{"__uchrom_type__": "ndarray", "dtype": "|b1", "shape": [65], "data": vec![true; 65]}]
-    });
-    w.set_json("uns", None, &uns.to_string()).unwrap();
+    // Keys not in lexical order: a Python writer numbers uns/_<i> in the dict's order
+    // (flags before big), sorted keys would number big first.
+    let uns = format!(
+        r#"{{"a": 1, "nested": {{"x": [1, 2], "tuple": {{"__uchrom_type__": "tuple", "items": [1, "a"]}}}},
+        "flags": [{}], "small": {}, "edge": {}, "big": {}}}"#,
+        json!({"__uchrom_type__": "ndarray", "dtype": "|b1", "shape": [65], "data": vec![true; 65]}),
+        json!({"__uchrom_type__": "ndarray", "dtype": "<i4", "shape": [3], "data": [1, 2, 3]}),
+        json!({"__uchrom_type__": "ndarray", "dtype": "<f8", "shape": [8, 8], "data": vec![0.5; 64]}),
+        json!({"__uchrom_type__": "ndarray", "dtype": "<f8", "shape": [10, 10], "data": big}),
+    );
+    w.set_json("uns", None, &uns).unwrap();
     let contacts = json!([
         {"key": "hic", "path": dir.join("linked/x.mcool").to_str().unwrap(), "format": "mcool",
          "kind": "bulk", "resolutions": [5000]},
@@ -273,6 +276,11 @@ fn write_full(path: &Path, dir: &Path, layout: Layout) {
     w.set_json("intervals", Some("tads"), r#"{"source_result": "tads"}"#)
         .unwrap();
     w.finish().unwrap();
+}
+
+/// The keys of a JSON object, in stored order.
+fn keys_of(v: &Value) -> Vec<&str> {
+    v.as_object().unwrap().keys().map(String::as_str).collect()
 }
 
 /// What read_store.py must find in the component dump.
@@ -331,20 +339,29 @@ fn check_components(c: &Value, dir: &Path, what: &str) {
         json!({"type": "json", "value": null}),
         "{what}"
     );
+    // The user's key order kept (Value equality ignores order: compare the key lists).
+    assert_eq!(keys_of(&results[4]["attrs"]["value"]), ["r", "n"], "{what}");
     let uns = &c["uns"];
     assert_eq!(
-        uns["uns"]["big"],
+        keys_of(&uns["uns"]),
+        ["a", "nested", "flags", "small", "edge", "big"],
+        "{what}"
+    );
+    assert_eq!(keys_of(&uns["uns"]["nested"]), ["x", "tuple"], "{what}");
+    // uns/_<i> numbered depth-first in the dict's order (§12): flags, then big.
+    assert_eq!(
+        uns["uns"]["flags"][0],
         json!({"__uchrom_type__": "array_ref", "path": "uns/_0"}),
         "{what}"
     );
-    assert_eq!(uns["uns"]["flags"][0]["path"], json!("uns/_1"), "{what}");
+    assert_eq!(uns["uns"]["big"]["path"], json!("uns/_1"), "{what}");
     assert_eq!(uns["uns"]["small"]["data"], json!([1, 2, 3]), "{what}");
     // 64 elements stay inline, 65 go to a Zarr array (§12)
     assert_eq!(uns["uns"]["edge"]["shape"], json!([8, 8]), "{what}");
     assert_eq!(uns["uns"]["edge"]["data"], json!(vec![0.5; 64]), "{what}");
     assert_eq!(uns["arrays"].as_object().unwrap().len(), 2, "{what}");
-    assert_eq!(uns["arrays"]["_0"]["shape"], json!([10, 10]), "{what}");
-    assert_eq!(uns["arrays"]["_1"]["dtype"], json!("bool"), "{what}");
+    assert_eq!(uns["arrays"]["_0"]["dtype"], json!("bool"), "{what}");
+    assert_eq!(uns["arrays"]["_1"]["shape"], json!([10, 10]), "{what}");
     assert_eq!(
         c["contacts"][0]["relative_path"],
         json!("linked/x.mcool"),
@@ -410,6 +427,12 @@ fn every_component_round_trips_every_layout() {
         let arr = cd.array("binm", &["empty k"]).unwrap();
         assert_eq!(arr.num_rows(), 4, "{name}");
         assert_eq!(cd.categories("traces", "kind").unwrap().len(), 3, "{name}");
+        let uns = cd.attrs("uns", &[]).unwrap();
+        assert_eq!(
+            keys_of(&uns),
+            ["a", "nested", "flags", "small", "edge", "big"],
+            "{name}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -587,10 +610,12 @@ fn rewrite_keeps_everything() {
             assert_same(&spots, &want_spots, &what);
             for c in [&mut got, &mut want] {
                 for r in c["contacts"].as_array_mut().unwrap() {
-                    r.as_object_mut().unwrap().remove("relative_path");
+                    r.as_object_mut().unwrap().shift_remove("relative_path");
                 }
             }
             assert_eq!(got, want, "{what}: components");
+            // and in the same order (the independent writer's dicts are not sorted)
+            assert_eq!(got.to_string(), want.to_string(), "{what}: key order");
             n += 1;
         }
     }
