@@ -117,7 +117,7 @@ fn read_parquet_table<T: parquet::file::reader::ChunkReader + 'static>(
     // The parquet reader's batches carry no schema metadata; the builder's schema does
     // (the "pandas" entry among others).
     let schema = builder.schema().clone();
-    let inner = crate::contain::decoding(&what, || {
+    let inner = crate::contain::decoding(what, || {
         builder
             .with_batch_size(1 << 16)
             .build()
