@@ -961,17 +961,45 @@ dc_status dc_chromdata_writer_set_json(struct dc_chromdata_writer *w,
 dc_status dc_chromdata_rewrite(const char *src, const char *dst, dc_layout layout, int overwrite);
 
 /**
- * Opens the dataset directory `path` and validates its `manifest.json` (format, version,
- * and the consistency of every count). Tiles are read on demand.
+ * Opens the dataset at `path` — a directory, a `file://` URL, or an object-store URL
+ * (`s3://bucket/prefix`, `gs://…`, `az://…`, `http(s)://…`; settings from the environment,
+ * see `dc_dataset_open_opts`) — and validates its `manifest.json` (format, version, and the
+ * consistency of every count). Tiles are read on demand.
  *
- * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8), `DC_ERR_NOT_FOUND` (no such
- * directory, or no manifest.json: an incomplete dataset), `DC_ERR_FORMAT` (bad manifest),
- * `DC_ERR_UNSUPPORTED` (another format or version), `DC_ERR_IO`.
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, a malformed URL), `DC_ERR_NOT_FOUND`
+ * (no such directory or prefix, or no manifest.json: an incomplete dataset),
+ * `DC_ERR_FORMAT` (bad manifest), `DC_ERR_UNSUPPORTED` (another format or version; a URL in
+ * a build without remote storage), `DC_ERR_IO`.
  *
  * # Safety
  * `path` is a NUL-terminated string; `out` is writable.
  */
 dc_status dc_dataset_open(const char *path, struct dc_dataset **out);
+
+/**
+ * Like `dc_dataset_open`, with `n_options` settings `"key=value"` (C API §7):
+ * object-store settings under the `object_store` crate's names (`aws_endpoint`,
+ * `aws_region`, `aws_access_key_id`, `aws_secret_access_key`, `allow_http`,
+ * `google_service_account`, `azure_storage_account_name`, …), and the library's
+ * `max_concurrency` (requests in flight per handle, 1..1024, default 16), `timeout_ms` (per
+ * request, default 30000) and `retries` (default 5, exponential backoff). What is not given
+ * comes from the standard environment variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
+ * …). Remote reads: one GET per tile (the tiles of a gather concurrently), obs and var by
+ * byte ranges; after the retries a failure is `DC_ERR_IO` naming the URL, the operation and
+ * the HTTP status or transport error; no call waits past its timeouts. Credentials never
+ * appear in messages.
+ *
+ * Errors: those of `dc_dataset_open`; `DC_ERR_INVALID_ARGUMENT` (an unknown key, a bad
+ * value, `options` NULL with `n_options` > 0).
+ *
+ * # Safety
+ * `path` is a NUL-terminated string; `options` is NULL (only with `n_options` = 0) or
+ * points to `n_options` NUL-terminated strings; `out` is writable.
+ */
+dc_status dc_dataset_open_opts(const char *path,
+                               const char *const *options,
+                               size_t n_options,
+                               struct dc_dataset **out);
 
 /**
  * Releases a dataset handle and everything it owns (strings returned by
@@ -1286,19 +1314,44 @@ uint32_t dc_abi_version(void);
 /**
  * Starts writing a dataset of `n_genes` columns to the directory `path` (its parent must
  * exist). Everything is written to a hidden temporary directory next to it,
- * `.<name>.tmp-<pid>-<random>`, and moved into place by `dc_writer_finish`.
+ * `.<name>.tmp-<pid>-<random>`, and moved into place by `dc_writer_finish`. `path` may also
+ * be an object-store URL (`s3://bucket/prefix`, `gs://…`, `az://…`; settings from the
+ * environment, see `dc_writer_create_opts`).
  *
  * Whether `path` may already exist is decided by `DC_WRITER_OVERWRITE`, which can be set
  * after this call: the check is made by the first `dc_writer_append_csr` and again by
  * `dc_writer_finish` (`DC_ERR_EXISTS`).
  *
  * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, n_genes not in 1..2^31, a path without
- * a final name), `DC_ERR_NOT_FOUND` (parent directory), `DC_ERR_IO`.
+ * a final name, a malformed URL), `DC_ERR_NOT_FOUND` (parent directory),
+ * `DC_ERR_UNSUPPORTED` (an http(s):// URL, which is read only), `DC_ERR_IO`.
  *
  * # Safety
  * `path` is a NUL-terminated string; `out` is writable.
  */
 dc_status dc_writer_create(const char *path, uint32_t n_genes, struct dc_writer **out);
+
+/**
+ * Like `dc_writer_create`, with `n_options` settings `"key=value"` (as for
+ * `dc_dataset_open_opts`). To an object store, each tile is uploaded (one PUT) as soon as
+ * it is encoded; obs shards and the other files are built in a local spill directory
+ * (`$DELTACELLS_SPILL_DIR`, else the system's temporary directory) and uploaded by
+ * `dc_writer_finish`, which uploads `manifest.json` last: a prefix without it is not a
+ * dataset, so a write that dies leaves nothing that opens. With `DC_WRITER_OVERWRITE`, the
+ * old manifest is deleted before the first tile is uploaded.
+ *
+ * Errors: those of `dc_writer_create`; `DC_ERR_INVALID_ARGUMENT` (an unknown key, a bad
+ * value, `options` NULL with `n_options` > 0).
+ *
+ * # Safety
+ * `path` is a NUL-terminated string; `options` is NULL (only with `n_options` = 0) or
+ * points to `n_options` NUL-terminated strings; `out` is writable.
+ */
+dc_status dc_writer_create_opts(const char *path,
+                                uint32_t n_genes,
+                                const char *const *options,
+                                size_t n_options,
+                                struct dc_writer **out);
 
 /**
  * Sets a parameter (see the `DC_WRITER_*` constants for ranges and when each may be set).

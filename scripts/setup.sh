@@ -60,6 +60,17 @@ if ! python3 -c "import scipy, pytest, distributed, setuptools; assert tuple(map
   python3 -m pip install "${pip_flags[@]}" scipy pytest 'dask[distributed]' 'setuptools>=70.1'
 fi
 
+# moto's S3 server (server mode: flask, werkzeug) for the remote-storage tests
+# (scripts/remote_servers.py starts it on 127.0.0.1 with the Range HTTP server and proxies).
+if ! python3 -c "import moto.server, flask, werkzeug" 2>/dev/null; then
+  echo "setup: installing moto[server] (pip)"
+  pip_flags=(--quiet --disable-pip-version-check)
+  if [ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
+    pip_flags+=(--break-system-packages)
+  fi
+  python3 -m pip install "${pip_flags[@]}" 'moto[server]>=5'
+fi
+
 # The Julia grammar of tree-sitter: bindings/julia/gen/generate.py --check parses the Julia
 # package with it (no Julia runtime installs here).
 if ! python3 -c "import tree_sitter, tree_sitter_julia" 2>/dev/null; then

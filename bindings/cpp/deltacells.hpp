@@ -597,9 +597,17 @@ template <class V> class Batches;
 /// An open dataset (dc_dataset). Move-only; may be used from several threads at once.
 class Dataset {
 public:
-  /// Opens and validates a dataset directory (dc_dataset_open).
+  /// Opens and validates a dataset: a directory or a URL (s3://, gs://, az://, http(s)://)
+  /// (dc_dataset_open).
   explicit Dataset(const std::string &path) {
     detail::check(dc_dataset_open(path.c_str(), &h_), "dc_dataset_open");
+  }
+  /// Opens a dataset at a path or URL with "key=value" options (dc_dataset_open_opts, §7):
+  /// object_store settings such as "aws_endpoint=...", and max_concurrency, timeout_ms, retries.
+  Dataset(const std::string &path, const std::vector<std::string> &options) {
+    detail::cstrings o(options);
+    detail::check(dc_dataset_open_opts(path.c_str(), o.data(), o.size(), &h_),
+                  "dc_dataset_open_opts");
   }
   /// Takes ownership of a handle from dc_dataset_open.
   static Dataset adopt(dc_dataset *h) noexcept { return Dataset(h); }
@@ -835,9 +843,15 @@ inline Batches<V> Dataset::batches(view<uint64_t> cells, size_t batch_size, uint
 /// without finish() abandons the write (nothing appears at the target).
 class Writer {
 public:
-  /// dc_writer_create.
+  /// dc_writer_create (a directory, or an s3:// / gs:// / az:// prefix).
   Writer(const std::string &path, uint32_t n_genes) {
     detail::check(dc_writer_create(path.c_str(), n_genes, &h_), "dc_writer_create");
+  }
+  /// dc_writer_create_opts: with "key=value" options (§7).
+  Writer(const std::string &path, uint32_t n_genes, const std::vector<std::string> &options) {
+    detail::cstrings o(options);
+    detail::check(dc_writer_create_opts(path.c_str(), n_genes, o.data(), o.size(), &h_),
+                  "dc_writer_create_opts");
   }
   static Writer adopt(dc_writer *h) noexcept { return Writer(h); }
   ~Writer() { dc_writer_free(h_); }

@@ -16,6 +16,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::Root;
 
 /// Checks a gene table given in input order.
 pub(crate) fn check_table(table: &RecordBatch, n_genes: u32) -> Result<()> {
@@ -67,21 +68,46 @@ pub(crate) fn write_table(path: &Path, table: &RecordBatch, order: Option<&[i32]
         .map_err(|e| Error::io(path, &e))
 }
 
-/// Opens `var.parquet` (which must hold `n_genes` rows) as a stream of record batches.
-pub(crate) fn read_table(path: &Path, n_genes: u64) -> Result<Box<dyn RecordBatchReader + Send>> {
-    let file = File::open(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
+/// Opens `rel` (`var.parquet`, which must hold `n_genes` rows) of the dataset at `store` as
+/// a stream of record batches. Remote: the whole (small) object in one GET.
+pub(crate) fn read_table(
+    store: &Root,
+    rel: &str,
+    n_genes: u64,
+) -> Result<Box<dyn RecordBatchReader + Send>> {
+    let missing = |e: Error| {
+        if e.kind == ErrorKind::NotFound {
             Error::format(format!(
                 "{}: missing, though the manifest's has_var_table is true",
-                path.display()
+                store.display_rel(rel)
             ))
         } else {
-            Error::io(path, &e)
+            e
         }
+    };
+    let what = store.display_rel(rel);
+    match store.local_path() {
+        Some(dir) => {
+            let path = dir.join(rel);
+            let file = File::open(&path).map_err(|e| missing(Error::io(&path, &e)))?;
+            read_parquet_table(file, n_genes, &what)
+        }
+        None => {
+            let bytes = store.read(rel).map_err(missing)?;
+            read_parquet_table(bytes::Bytes::from(bytes), n_genes, &what)
+        }
+    }
+}
+
+fn read_parquet_table<T: parquet::file::reader::ChunkReader + 'static>(
+    source: T,
+    n_genes: u64,
+    what: &str,
+) -> Result<Box<dyn RecordBatchReader + Send>> {
+    let builder = crate::contain::decoding(what, || {
+        ParquetRecordBatchReaderBuilder::try_new(source)
+            .map_err(|e| Error::format(format!("{what}: not a readable parquet file ({e})")))
     })?;
-    let what = path.display();
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| Error::format(format!("{what}: not a readable parquet file ({e})")))?;
     let rows = builder.metadata().file_metadata().num_rows();
     if rows < 0 || rows as u64 != n_genes {
         return Err(Error::format(format!(
@@ -91,25 +117,36 @@ pub(crate) fn read_table(path: &Path, n_genes: u64) -> Result<Box<dyn RecordBatc
     // The parquet reader's batches carry no schema metadata; the builder's schema does
     // (the "pandas" entry among others).
     let schema = builder.schema().clone();
-    let inner = builder
-        .with_batch_size(1 << 16)
-        .build()
-        .map_err(|e| Error::format(format!("{what}: {e}")))?;
-    Ok(Box::new(WithSchema { inner, schema }))
+    let inner = crate::contain::decoding(what, || {
+        builder
+            .with_batch_size(1 << 16)
+            .build()
+            .map_err(|e| Error::format(format!("{what}: {e}")))
+    })?;
+    let path = what.to_string();
+    Ok(Box::new(WithSchema {
+        inner,
+        schema,
+        path,
+    }))
 }
 
-/// Batches of `inner`, relabelled with `schema` (same fields, plus metadata).
+/// Batches of `inner`, relabelled with `schema` (same fields, plus metadata); the decoder
+/// runs contained (a panic in it is an error of that batch naming `path`).
 struct WithSchema<R> {
     inner: R,
     schema: SchemaRef,
+    path: String,
 }
 
 impl<R: Iterator<Item = std::result::Result<RecordBatch, ArrowError>>> Iterator for WithSchema<R> {
     type Item = std::result::Result<RecordBatch, ArrowError>;
     fn next(&mut self) -> Option<Self::Item> {
-        self.inner
-            .next()
-            .map(|b| b.and_then(|b| b.with_schema(self.schema.clone())))
+        let next = crate::contain::decoding(&self.path, || Ok(self.inner.next()));
+        match next {
+            Ok(b) => b.map(|b| b.and_then(|b| b.with_schema(self.schema.clone()))),
+            Err(e) => Some(Err(ArrowError::ExternalError(Box::new(e)))),
+        }
     }
 }
 

@@ -234,11 +234,13 @@ static void cd_writer_finalizer(SEXP p)
   R_ClearExternalPtr(p);
 }
 
-static SEXP dcr_open(SEXP path)
+static SEXP dcr_open(SEXP path, SEXP options)
 {
   const char *cpath = string_arg(path, "path");
+  size_t n_options = 0;
+  const char *const *opts = strings_arg(options, &n_options, "options");
   dc_dataset *ds = NULL;
-  DCR_CHECK(dc_dataset_open(cpath, &ds), "dc_dataset_open");
+  DCR_CHECK(dc_dataset_open_opts(cpath, opts, n_options, &ds), "dc_dataset_open_opts");
   SEXP p = PROTECT(R_MakeExternalPtr(ds, Rf_install("deltacells_dataset"), R_NilValue));
   R_RegisterCFinalizerEx(p, dataset_finalizer, TRUE);
   UNPROTECT(1);
@@ -1474,9 +1476,11 @@ static batch_holder *table_arg(SEXP df, const char *what, R_xlen_t rows, const c
 /* Writes a dgCMatrix (genes x cells; slots i, p, x) with optional var names, obs and var
  * table. params: list(codes = DC_WRITER_* integer codes, values = double). */
 static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_names,
-                      SEXP obs, SEXP var, SEXP params)
+                      SEXP obs, SEXP var, SEXP params, SEXP options)
 {
   const char *cpath = string_arg(path, "path");
+  size_t n_options = 0;
+  const char *const *opts = strings_arg(options, &n_options, "options");
   int64_t genes = int64_arg(n_genes, "n_genes", 0, UINT32_MAX);
   check_csc(p, i, x, genes);
   size_t n_names = 0;
@@ -1489,7 +1493,8 @@ static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_
   PROTECT(vkeep);
 
   dc_writer *w = NULL;
-  DCR_CHECK(dc_writer_create(cpath, (uint32_t)genes, &w), "dc_writer_create");
+  DCR_CHECK(dc_writer_create_opts(cpath, (uint32_t)genes, opts, n_options, &w),
+            "dc_writer_create_opts");
   SEXP wkeep = PROTECT(R_MakeExternalPtr(w, Rf_install("deltacells_writer"), R_NilValue));
   R_RegisterCFinalizerEx(wkeep, writer_finalizer, TRUE);
   for (R_xlen_t k = 0; k < pa.n; k++)
@@ -1756,7 +1761,7 @@ static SEXP dcr_init(SEXP ns)
 static const R_CallMethodDef call_methods[] = {
     {"dcr_init", (DL_FUNC)&dcr_init, 1},
     {"dcr_versions", (DL_FUNC)&dcr_versions, 0},
-    {"dcr_open", (DL_FUNC)&dcr_open, 1},
+    {"dcr_open", (DL_FUNC)&dcr_open, 2},
     {"dcr_close", (DL_FUNC)&dcr_close, 1},
     {"dcr_info", (DL_FUNC)&dcr_info, 1},
     {"dcr_set", (DL_FUNC)&dcr_set, 3},
@@ -1768,7 +1773,7 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_shuffled_order", (DL_FUNC)&dcr_shuffled_order, 3},
     {"dcr_obs", (DL_FUNC)&dcr_obs, 3},
     {"dcr_var_table", (DL_FUNC)&dcr_var_table, 2},
-    {"dcr_write", (DL_FUNC)&dcr_write, 9},
+    {"dcr_write", (DL_FUNC)&dcr_write, 10},
     {"dcr_cd_open", (DL_FUNC)&dcr_cd_open, 1},
     {"dcr_cd_info", (DL_FUNC)&dcr_cd_info, 1},
     {"dcr_cd_query", (DL_FUNC)&dcr_cd_query, 5},

@@ -17,6 +17,7 @@ use parquet::file::metadata::ParquetStatisticsPolicy;
 use super::pages::GroupChunks;
 use super::store::{FileSlice, Store};
 use crate::chromdata::values::normalise;
+use crate::contain;
 use crate::error::{Error, Result};
 
 /// Decoded row groups kept per file (sequential iteration decodes each group once).
@@ -61,8 +62,11 @@ impl ParquetFile {
             .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
             .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
             .with_encoding_stats_policy(ParquetStatisticsPolicy::SkipAll);
-        let meta = ArrowReaderMetadata::load(&slice, opts)
-            .map_err(|e| parquet_error(&full, format_args!("no valid Parquet footer ({e})")))?;
+        // The parquet crate's decoders run contained (docs/reliability.md §1).
+        let meta = contain::decoding(&full, || {
+            ArrowReaderMetadata::load(&slice, opts)
+                .map_err(|e| parquet_error(&full, format_args!("no valid Parquet footer ({e})")))
+        })?;
         Ok(ParquetFile {
             slice,
             meta,
@@ -197,21 +201,27 @@ impl ParquetFile {
         let fail = |e: &dyn std::fmt::Display| {
             parquet_error(&self.path, format_args!("cannot decode: {e}"))
         };
-        let levels = parquet_to_arrow_field_levels(schema, mask, None).map_err(|e| fail(&e))?;
+        let levels = contain::decoding(&self.path, || {
+            parquet_to_arrow_field_levels(schema, mask, None).map_err(|e| fail(&e))
+        })?;
         let chunks =
             GroupChunks::fetch(md, g, &leaves, |s, buf, l| self.slice.read_into(s, buf, l))
                 .map_err(|e| fail(&e))?;
         let expected = md.row_group(g).num_rows().max(0) as usize;
-        let reader = ParquetRecordBatchReader::try_new_with_row_groups(
-            &levels,
-            &chunks,
-            batch_rows.max(1),
-            None,
-        )
-        .map_err(|e| fail(&e))?;
+        let mut reader = contain::decoding(&self.path, || {
+            ParquetRecordBatchReader::try_new_with_row_groups(
+                &levels,
+                &chunks,
+                batch_rows.max(1),
+                None,
+            )
+            .map_err(|e| fail(&e))
+        })?;
         let mut rows = 0usize;
-        for b in reader {
-            let b = b.map_err(|e| fail(&e))?;
+        // Only the decoder is contained, not `f` (our code: a panic there is a bug).
+        while let Some(b) = contain::decoding(&self.path, || {
+            reader.next().transpose().map_err(|e| fail(&e))
+        })? {
             let n = b.num_rows();
             if rows + n > expected {
                 break;

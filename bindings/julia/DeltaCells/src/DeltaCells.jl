@@ -88,16 +88,37 @@ end
 # Datasets
 
 """
-    Dataset(path)
+    option_strings(options)
+
+The `key=value` strings of the C API's `_opts` functions (§7) from `nothing` (none), a
+`Dict` or `NamedTuple` (`(region = "eu-west-1", max_concurrency = 16)`), a vector of pairs,
+or strings already of the form `key=value`.
+"""
+function option_strings(options)
+    options === nothing && return String[]
+    items = options isa Union{AbstractDict,NamedTuple} ? collect(pairs(options)) : options
+    return String[o isa Pair ? string(first(o), "=", last(o)) : String(o) for o in items]
+end
+
+"""
+    Dataset(path; options = nothing)
 
 An open deltacells dataset (freed by the garbage collector or `close`).
-`size(ds) == (n_genes, n_cells)`, like the matrices `gather` returns.
+`size(ds) == (n_genes, n_cells)`, like the matrices `gather` returns. `path` may be a URL
+(`s3://`, `gs://`, `az://`, `http(s)://`); `options` are its settings (see `option_strings`:
+object-store keys, `max_concurrency`, `timeout_ms`, `retries`), the rest from the environment.
 """
 mutable struct Dataset
     ptr::Ptr{L.dc_dataset}
-    function Dataset(path::AbstractString)
+    function Dataset(path::AbstractString; options = nothing)
         out = Ref{Ptr{L.dc_dataset}}(C_NULL)
-        check(L.dc_dataset_open(path, out))
+        if options === nothing
+            check(L.dc_dataset_open(path, out))
+        else
+            strs = option_strings(options)
+            ptrs = [Base.unsafe_convert(Cstring, x) for x in strs]
+            GC.@preserve strs check(L.dc_dataset_open_opts(path, ptrs, length(ptrs), out))
+        end
         finalizer(close, new(out[]))
     end
 end
@@ -279,15 +300,22 @@ end
 # Writing
 
 """
-    Writer(path, n_genes)
+    Writer(path, n_genes; options = nothing)
 
 A dataset being written; `finish!` makes it appear, `close` without `finish!` abandons it.
+`path` may be a URL, `options` its settings as for `Dataset`.
 """
 mutable struct Writer
     ptr::Ptr{L.dc_writer}
-    function Writer(path::AbstractString, n_genes::Integer)
+    function Writer(path::AbstractString, n_genes::Integer; options = nothing)
         out = Ref{Ptr{L.dc_writer}}(C_NULL)
-        check(L.dc_writer_create(path, n_genes, out))
+        if options === nothing
+            check(L.dc_writer_create(path, n_genes, out))
+        else
+            strs = option_strings(options)
+            ptrs = [Base.unsafe_convert(Cstring, x) for x in strs]
+            GC.@preserve strs check(L.dc_writer_create_opts(path, n_genes, ptrs, length(ptrs), out))
+        end
         finalizer(close, new(out[]))
     end
 end

@@ -310,6 +310,11 @@ function dc_dataset_open(path, out)
     ccall((:dc_dataset_open, libdeltacells), dc_status, (Cstring, Ptr{Ptr{dc_dataset}}), path, out)
 end
 
+# dc_status dc_dataset_open_opts(const char * path, const char * const * options, size_t n_options, struct dc_dataset * * out)
+function dc_dataset_open_opts(path, options, n_options, out)
+    ccall((:dc_dataset_open_opts, libdeltacells), dc_status, (Cstring, Ptr{Ptr{Cchar}}, Csize_t, Ptr{Ptr{dc_dataset}}), path, options, n_options, out)
+end
+
 # void dc_dataset_free(struct dc_dataset * ds)
 function dc_dataset_free(ds)
     ccall((:dc_dataset_free, libdeltacells), Cvoid, (Ptr{dc_dataset},), ds)
@@ -418,6 +423,11 @@ end
 # dc_status dc_writer_create(const char * path, uint32_t n_genes, struct dc_writer * * out)
 function dc_writer_create(path, n_genes, out)
     ccall((:dc_writer_create, libdeltacells), dc_status, (Cstring, UInt32, Ptr{Ptr{dc_writer}}), path, n_genes, out)
+end
+
+# dc_status dc_writer_create_opts(const char * path, uint32_t n_genes, const char * const * options, size_t n_options, struct dc_writer * * out)
+function dc_writer_create_opts(path, n_genes, options, n_options, out)
+    ccall((:dc_writer_create_opts, libdeltacells), dc_status, (Cstring, UInt32, Ptr{Ptr{Cchar}}, Csize_t, Ptr{Ptr{dc_writer}}), path, n_genes, options, n_options, out)
 end
 
 # dc_status dc_writer_set(struct dc_writer * w, dc_writer_param p, int64_t value)
