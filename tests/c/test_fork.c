@@ -12,6 +12,7 @@
 #define TEST_NAME "test_fork"
 #include "test_util.h"
 #include "arrow_table.h"
+#include "arrow_build.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -95,67 +96,6 @@ static void gather_and_check(dc_dataset *ds, uint64_t seed)
 #define N_SPOTS 600
 #define N_TRACES 12
 
-typedef struct {
-  void *mem[3];
-} buffers_t;
-
-static void release_array(struct ArrowArray *a)
-{
-  for (int64_t i = 0; i < a->n_children; i++) {
-    a->children[i]->release(a->children[i]);
-    free(a->children[i]);
-  }
-  free(a->children);
-  buffers_t *b = a->private_data;
-  for (int i = 0; i < 3; i++)
-    free(b->mem[i]);
-  free(b);
-  free((void *)a->buffers);
-  a->release = NULL;
-}
-
-static struct ArrowArray *new_array(int64_t length, int64_t n_buffers)
-{
-  struct ArrowArray *a = xcalloc(1, sizeof *a);
-  a->length = length;
-  a->n_buffers = n_buffers;
-  a->buffers = xcalloc((size_t)n_buffers, sizeof(void *));
-  a->private_data = xcalloc(1, sizeof(buffers_t));
-  a->release = release_array;
-  return a;
-}
-
-static struct ArrowArray *fixed_array(const void *v, size_t width, int64_t n)
-{
-  struct ArrowArray *a = new_array(n, 2);
-  buffers_t *b = a->private_data;
-  b->mem[1] = xmalloc((size_t)n * width);
-  memcpy(b->mem[1], v, (size_t)n * width);
-  a->buffers[1] = b->mem[1];
-  return a;
-}
-
-static struct ArrowArray *utf8_array(char *const *v, int64_t n)
-{
-  struct ArrowArray *a = new_array(n, 3);
-  buffers_t *b = a->private_data;
-  int32_t *off = xmalloc((size_t)(n + 1) * sizeof(int32_t));
-  size_t total = 0;
-  for (int64_t i = 0; i < n; i++)
-    total += strlen(v[i]);
-  char *data = xmalloc(total + 1);
-  off[0] = 0;
-  for (int64_t i = 0; i < n; i++) {
-    memcpy(data + off[i], v[i], strlen(v[i]));
-    off[i + 1] = off[i] + (int32_t)strlen(v[i]);
-  }
-  b->mem[1] = off;
-  b->mem[2] = data;
-  a->buffers[1] = off;
-  a->buffers[2] = data;
-  return a;
-}
-
 static void release_schema(struct ArrowSchema *s)
 {
   for (int64_t i = 0; i < s->n_children; i++)
@@ -183,14 +123,15 @@ static void write_store(const char *path)
     y[i] = 1000.0 - i;
     z[i] = i * 0.25;
   }
-  struct ArrowArray *cols[NC] = {
-      utf8_array(chrom, N_SPOTS), fixed_array(start, 8, N_SPOTS), fixed_array(end, 8, N_SPOTS),
-      utf8_array(trace, N_SPOTS), utf8_array(cell, N_SPOTS),      fixed_array(x, 8, N_SPOTS),
-      fixed_array(y, 8, N_SPOTS), fixed_array(z, 8, N_SPOTS)};
-  struct ArrowArray *batch = new_array(N_SPOTS, 1);
-  batch->n_children = NC;
-  batch->children = xcalloc(NC, sizeof(struct ArrowArray *));
-  memcpy(batch->children, cols, sizeof cols);
+  struct ArrowArray *cols[NC] = {utf8_array((const char *const *)chrom, N_SPOTS),
+                                 prim_array(start, N_SPOTS, sizeof *start),
+                                 prim_array(end, N_SPOTS, sizeof *end),
+                                 utf8_array((const char *const *)trace, N_SPOTS),
+                                 utf8_array((const char *const *)cell, N_SPOTS),
+                                 prim_array(x, N_SPOTS, sizeof *x),
+                                 prim_array(y, N_SPOTS, sizeof *y),
+                                 prim_array(z, N_SPOTS, sizeof *z)};
+  struct ArrowArray *batch = struct_array(NC, cols, N_SPOTS);
   struct ArrowSchema schema = {.format = "+s", .name = "", .n_children = NC};
   schema.children = xcalloc(NC, sizeof(struct ArrowSchema *));
   for (int i = 0; i < NC; i++) {
