@@ -429,6 +429,18 @@ static void test_chromdata_writer(const std::string &dir) {
     CHECK(!cats.valid());
     w.append(batch, schema);
     CHECK(!batch.valid() && schema.valid()); // batch moved in, schema borrowed
+    // the traces table (a row per category, the unused one too), a binm array (one value
+    // per bin: 6 distinct loci) and a results table, each moved in
+    dc::ArrowArrayOwner traces, binm, tab;
+    dc::ArrowSchemaOwner traces_schema, binm_schema, tab_schema;
+    make_table({{"trace_id", "u", {}, {}, {"t1", "t2", "unused"}}, {"label", "l", {10, 20, 30}, {}, {}}},
+               traces, traces_schema);
+    w.set_table("traces", traces, traces_schema);
+    make_table({{"value", "g", {}, {0.5, 1.5, 2.5, 3.5, 4.5, 5.5}, {}}}, binm, binm_schema);
+    w.add_array("binm", "k", binm, binm_schema);
+    make_table({{"a", "l", {7, 8}, {}, {}}, {"b", "u", {}, {}, {"p", "q"}}}, tab, tab_schema);
+    w.add_result({"tab"}, "{\"type\":\"table\"}", tab, tab_schema);
+    CHECK(!traces.valid() && !binm.valid() && !tab.valid());
     w.add_result({"m"}, "{\"type\":\"mapping\",\"kind\":\"k\"}");
     w.add_result({"m", "v"}, "{\"type\":\"json\",\"value\":[1,2]}");
     EXPECT_ERROR(DC_ERR_NOT_FOUND, w.add_result({"x", "v"}, "{\"type\":\"json\",\"value\":1}"));
@@ -445,7 +457,7 @@ static void test_chromdata_writer(const std::string &dir) {
     EXPECT_ERROR(DC_ERR_STATE, moved.finish());
     dc::ChromDataWriter abandoned(dir + "/abandoned.cdz");
   }
-  CHECK(arrays_released == before + 3);
+  CHECK(arrays_released == before + 6);
   EXPECT_ERROR(DC_ERR_NOT_FOUND, dc::ChromData(dir + "/abandoned.cdz"));
   EXPECT_ERROR(DC_ERR_EXISTS, dc::ChromDataWriter(path).finish());
   EXPECT_ERROR(DC_ERR_NOT_FOUND, dc::ChromDataWriter(dir + "/no/such/dir.cdz"));
@@ -476,6 +488,24 @@ static void test_chromdata_writer(const std::string &dir) {
   CHECK(cd.attrs("results", {"m"}) == "{\"type\":\"mapping\",\"kind\":\"k\",\"keys\":[\"v\"]}");
   CHECK(cd.attrs("uns") == "{\"a\":1}");
   EXPECT_ERROR(DC_ERR_NOT_FOUND, cd.attrs("results", {"nope"}));
+  // the traces table, the binm array and the results table read back, typed
+  dc::Table traces_back(cd.table("traces"));
+  std::map<std::string, int64_t> labels;
+  for (const dc::Batch &b : traces_back)
+    for (int64_t r = 0; r < b.num_rows(); r++)
+      labels[std::string(b.column("trace_id").str(r))] = b.column<int64_t>("label")[static_cast<size_t>(r)];
+  CHECK((labels == std::map<std::string, int64_t>{{"t1", 10}, {"t2", 20}, {"unused", 30}}));
+  dc::Table binm_back(cd.array("binm", {"k"}));
+  std::vector<double> binm_values;
+  for (const dc::Batch &b : binm_back)
+    for (double v : b.column<double>("value")) binm_values.push_back(v);
+  CHECK((binm_values == std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}));
+  EXPECT_ERROR(DC_ERR_NOT_FOUND, cd.array("binm", {"nope"}));
+  dc::Table tab_back(cd.result_table({"tab"}));
+  CHECK(tab_back.num_rows() == 2 && (tab_back.column_names() == std::vector<std::string>{"a", "b"}));
+  const dc::Batch &tb = tab_back.batch(0);
+  CHECK(tb.column<int64_t>("a")[1] == 8 && tb.column("b").str(0) == "p");
+  EXPECT_ERROR(DC_ERR_INVALID_ARGUMENT, cd.result_table({"m"})); // a mapping, not a table
   // rewrite into 2.2: the given category list and the results come along
   dc::rewrite(path, dir + "/spots22.chromdata.zarr");
   dc::ChromData re(dir + "/spots22.chromdata.zarr");
