@@ -351,6 +351,24 @@ static uint64_t *cells_arg(SEXP cells, R_xlen_t *n_out)
   return c;
 }
 
+/* list(p, i, x), the CSC slots of a genes x cells dgCMatrix, from a CSR gather of `rows`
+ * cells: `indptr` (rows + 1 offsets, at most INT32_MAX), the gene indices already in `i`
+ * (protected by the caller) and the `nnz` int32 counts `vals`. */
+static SEXP csc_slots(uint64_t rows, const int64_t *indptr, SEXP i, const int32_t *vals, uint64_t nnz)
+{
+  SEXP pp = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)rows + 1));
+  for (uint64_t k = 0; k <= rows; k++) INTEGER(pp)[k] = (int)indptr[k];
+  SEXP x = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)nnz));
+  for (uint64_t k = 0; k < nnz; k++) REAL(x)[k] = vals[k];
+  const char *names[] = {"p", "i", "x"};
+  SEXP out = PROTECT(named_list(3, names));
+  SET_VECTOR_ELT(out, 0, pp);
+  SET_VECTOR_ELT(out, 1, i);
+  SET_VECTOR_ELT(out, 2, x);
+  UNPROTECT(3);
+  return out;
+}
+
 /* Cells (1-based) -> list(p, i, x): CSR rows = cells, i.e. the CSC slots of the
  * genes x cells matrix. */
 static SEXP dcr_read_cells(SEXP p, SEXP cells)
@@ -370,16 +388,8 @@ static SEXP dcr_read_cells(SEXP p, SEXP cells)
   DCR_CHECK(dc_dataset_gather(ds, c, (size_t)n, DC_INT32, indptr, nnz ? INTEGER(i) : &dummy,
                               vals, nnz, &got),
             "dc_dataset_gather");
-  SEXP pp = PROTECT(Rf_allocVector(INTSXP, n + 1));
-  for (R_xlen_t k = 0; k <= n; k++) INTEGER(pp)[k] = (int)indptr[k];
-  SEXP x = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)nnz));
-  for (uint64_t k = 0; k < nnz; k++) REAL(x)[k] = vals[k];
-  const char *names[] = {"p", "i", "x"};
-  SEXP out = PROTECT(named_list(3, names));
-  SET_VECTOR_ELT(out, 0, pp);
-  SET_VECTOR_ELT(out, 1, i);
-  SET_VECTOR_ELT(out, 2, x);
-  UNPROTECT(4);
+  SEXP out = csc_slots((uint64_t)n, indptr, i, vals, nnz);
+  UNPROTECT(1);
   return out;
 }
 
@@ -437,16 +447,8 @@ static SEXP dcr_batches_next(SEXP bp)
   if (got_rows != rows || got != nnz)
     dcr_error("the batch changed between peek (%.0f rows, %.0f nonzeros) and next (%.0f, %.0f)",
               (double)rows, (double)nnz, (double)got_rows, (double)got);
-  SEXP pp = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)rows + 1));
-  for (uint64_t k = 0; k <= rows; k++) INTEGER(pp)[k] = (int)indptr[k];
-  SEXP x = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)nnz));
-  for (uint64_t k = 0; k < nnz; k++) REAL(x)[k] = vals[k];
-  const char *names[] = {"p", "i", "x"};
-  SEXP out = PROTECT(named_list(3, names));
-  SET_VECTOR_ELT(out, 0, pp);
-  SET_VECTOR_ELT(out, 1, i);
-  SET_VECTOR_ELT(out, 2, x);
-  UNPROTECT(4);
+  SEXP out = csc_slots(rows, indptr, i, vals, nnz);
+  UNPROTECT(1);
   return out;
 }
 
