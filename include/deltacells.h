@@ -839,17 +839,167 @@ dc_status dc_chromdata_writer_finish(struct dc_chromdata_writer *w);
 void dc_chromdata_writer_free(struct dc_chromdata_writer *w);
 
 /**
- * Opens the dataset directory `path` and validates its `manifest.json` (format, version,
- * and the consistency of every count). Tiles are read on demand.
+ * Fixes the category list of a coded column: "trace_id", "cell_id" or an extra
+ * categorical spot column; before the first append. `values` is a batch of one column
+ * (any name; strings or integers, distinct, no nulls), moved in; `schema` borrowed. The
+ * list keeps its order and unused categories. Without this call, a dictionary-typed
+ * column of the first appended batch fixes the list (its dictionary, in order); later
+ * batches then carry the same dictionary. Plain values give sorted categories.
  *
- * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8), `DC_ERR_NOT_FOUND` (no such
- * directory, or no manifest.json: an incomplete dataset), `DC_ERR_FORMAT` (bad manifest),
- * `DC_ERR_UNSUPPORTED` (another format or version), `DC_ERR_IO`.
+ * Errors: `DC_ERR_STATE` (after the first append, or finish), `DC_ERR_EXISTS` (the
+ * column's list was given already), `DC_ERR_INVALID_ARGUMENT` (NULL, nulls, duplicates),
+ * `DC_ERR_UNSUPPORTED` (a value type other than strings or integers). An appended value
+ * outside the list is `DC_ERR_INVALID_ARGUMENT` naming it.
+ *
+ * # Safety
+ * `w` NULL or a live handle; `column` a NUL-terminated string; `values` NULL or a valid
+ * `struct ArrowArray`; `schema` NULL or a valid `struct ArrowSchema` describing it.
+ */
+dc_status dc_chromdata_writer_set_categories(struct dc_chromdata_writer *w,
+                                             const char *column,
+                                             struct ArrowArray *values,
+                                             struct ArrowSchema *schema);
+
+/**
+ * Sets the "traces" or "cells" annotation table (chromdata-zarr.md §5.3): a first column
+ * `trace_id` / `cell_id` holding each category once (any order; the writer orders rows
+ * by category), then annotation columns (bool, integers, floats, strings; dictionary
+ * columns are categorical and keep their dictionary). Moved in; any time before finish.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (unknown name, first column, repeated ids, ids not
+ * among given categories; ids missing from the table are reported by finish),
+ * `DC_ERR_EXISTS` (set twice), `DC_ERR_UNSUPPORTED` (a column type), `DC_ERR_STATE`.
+ *
+ * # Safety
+ * As `dc_chromdata_writer_set_categories`.
+ */
+dc_status dc_chromdata_writer_set_table(struct dc_chromdata_writer *w,
+                                        const char *name,
+                                        struct ArrowArray *table,
+                                        struct ArrowSchema *schema);
+
+/**
+ * Adds a "cellm" or "binm" array under `key`, encoded as `dc_chromdata_array` returns it:
+ * a batch of one column, primitive (1-D) or nested FixedSizeLists, no nulls; the field
+ * metadata "shape" (a JSON list), when present, must agree (it gives the inner
+ * dimensions of an array without rows). First dimension n_cells / n_bins, checked now
+ * when known, else by finish. Written to disk at the call (not held in memory).
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (unknown kind, empty key, nulls, wrong first
+ * dimension), `DC_ERR_EXISTS` (key added already), `DC_ERR_UNSUPPORTED` (an element
+ * type a Zarr array cannot hold: bool, integers, float32, float64 only).
+ *
+ * # Safety
+ * As `dc_chromdata_writer_set_categories`; `kind`, `key` NUL-terminated strings.
+ */
+dc_status dc_chromdata_writer_add_array(struct dc_chromdata_writer *w,
+                                        const char *kind,
+                                        const char *key,
+                                        struct ArrowArray *array,
+                                        struct ArrowSchema *schema);
+
+/**
+ * Adds a results entry at `path` (its key, then member keys inside mappings; n_path =
+ * depth). `attrs_json` is what `dc_chromdata_attrs` returns for results: `"type"`
+ * required (table, array, json or mapping), `"value"` for json entries, provenance
+ * (kind, function, params, inputs, uchrom_version, created_utc) optional, `"keys"`
+ * ignored. `data`: the table ("table") or the one-column array batch ("array"), moved
+ * in; NULL (and `schema` NULL) for json and mapping. A mapping's members come after it.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (bad JSON, unknown type, data not matching the type,
+ * a member of an entry that is not a mapping), `DC_ERR_NOT_FOUND` (a member before its
+ * mapping), `DC_ERR_EXISTS` (key added already), `DC_ERR_UNSUPPORTED` (a type Parquet
+ * or Zarr cannot store).
+ *
+ * # Safety
+ * `w` NULL or a live handle; `path` NULL (n_path 0) or `n_path` strings; `attrs_json` a
+ * NUL-terminated string; `data` NULL or a valid `struct ArrowArray` and `schema` a valid
+ * `struct ArrowSchema` describing it.
+ */
+dc_status dc_chromdata_writer_add_result(struct dc_chromdata_writer *w,
+                                         const char *const *path,
+                                         size_t n_path,
+                                         const char *attrs_json,
+                                         struct ArrowArray *data,
+                                         struct ArrowSchema *schema);
+
+/**
+ * JSON parts (chromdata-zarr.md §12): ("uns", NULL, a tagged-JSON dict; inline ndarray
+ * tags of any size, the writer applies the 64-element rule), ("contacts", NULL, an array
+ * of records with "key" and "path"), ("links", NULL, the same) — the writer adds
+ * "relative_path" where §12 asks — and ("intervals", key, `{"source_result": ...}`) for
+ * a table added with `dc_chromdata_writer_add_table`.
+ *
+ * An empty `key` is the same as NULL.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (unknown kind, bad JSON, a key for another kind),
+ * `DC_ERR_NOT_FOUND` (unknown intervals key), `DC_ERR_EXISTS` (set twice, record keys
+ * repeated), `DC_ERR_UNSUPPORTED` (an ndarray dtype Zarr cannot store).
+ *
+ * # Safety
+ * `w` NULL or a live handle; `kind`, `json` NUL-terminated strings; `key` NULL or one.
+ */
+dc_status dc_chromdata_writer_set_json(struct dc_chromdata_writer *w,
+                                       const char *kind,
+                                       const char *key,
+                                       const char *json);
+
+/**
+ * Rewrites a store (any version, layout, directory or .cdz) into another layout and
+ * place with everything it holds, keeping the original row order recoverable
+ * (source_row); e.g. a 2.0 / 2.1 store into 2.2. Streaming, under the writer's default
+ * memory budget; `dst` ending in `.cdz` writes a zip. `overwrite` non-zero replaces a
+ * store at `dst`.
+ *
+ * Errors: those of `dc_chromdata_open` for `src`; `DC_ERR_EXISTS` (a store at `dst` and
+ * `overwrite` 0, or something else there); `DC_ERR_INVALID_ARGUMENT` (NULL, a bad
+ * layout, `dst` is `src`); `DC_ERR_IO`.
+ *
+ * # Safety
+ * `src`, `dst` are NUL-terminated strings.
+ */
+dc_status dc_chromdata_rewrite(const char *src, const char *dst, dc_layout layout, int overwrite);
+
+/**
+ * Opens the dataset at `path` — a directory, a `file://` URL, or an object-store URL
+ * (`s3://bucket/prefix`, `gs://…`, `az://…`, `http(s)://…`; settings from the environment,
+ * see `dc_dataset_open_opts`) — and validates its `manifest.json` (format, version, and the
+ * consistency of every count). Tiles are read on demand.
+ *
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, a malformed URL), `DC_ERR_NOT_FOUND`
+ * (no such directory or prefix, or no manifest.json: an incomplete dataset),
+ * `DC_ERR_FORMAT` (bad manifest), `DC_ERR_UNSUPPORTED` (another format or version; a URL in
+ * a build without remote storage), `DC_ERR_IO`.
  *
  * # Safety
  * `path` is a NUL-terminated string; `out` is writable.
  */
 dc_status dc_dataset_open(const char *path, struct dc_dataset **out);
+
+/**
+ * Like `dc_dataset_open`, with `n_options` settings `"key=value"` (C API §7):
+ * object-store settings under the `object_store` crate's names (`aws_endpoint`,
+ * `aws_region`, `aws_access_key_id`, `aws_secret_access_key`, `allow_http`,
+ * `google_service_account`, `azure_storage_account_name`, …), and the library's
+ * `max_concurrency` (requests in flight per handle, 1..1024, default 16), `timeout_ms` (per
+ * request, default 30000) and `retries` (default 5, exponential backoff). What is not given
+ * comes from the standard environment variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
+ * …). Remote reads: one GET per tile (the tiles of a gather concurrently), obs and var by
+ * byte ranges; after the retries a failure is `DC_ERR_IO` naming the URL, the operation and
+ * the HTTP status or transport error; no call waits past its timeouts. Credentials never
+ * appear in messages.
+ *
+ * Errors: those of `dc_dataset_open`; `DC_ERR_INVALID_ARGUMENT` (an unknown key, a bad
+ * value, `options` NULL with `n_options` > 0).
+ *
+ * # Safety
+ * `path` is a NUL-terminated string; `options` is NULL (only with `n_options` = 0) or
+ * points to `n_options` NUL-terminated strings; `out` is writable.
+ */
+dc_status dc_dataset_open_opts(const char *path,
+                               const char *const *options,
+                               size_t n_options,
+                               struct dc_dataset **out);
 
 /**
  * Releases a dataset handle and everything it owns (strings returned by
@@ -1164,19 +1314,44 @@ uint32_t dc_abi_version(void);
 /**
  * Starts writing a dataset of `n_genes` columns to the directory `path` (its parent must
  * exist). Everything is written to a hidden temporary directory next to it,
- * `.<name>.tmp-<pid>-<random>`, and moved into place by `dc_writer_finish`.
+ * `.<name>.tmp-<pid>-<random>`, and moved into place by `dc_writer_finish`. `path` may also
+ * be an object-store URL (`s3://bucket/prefix`, `gs://…`, `az://…`; settings from the
+ * environment, see `dc_writer_create_opts`).
  *
  * Whether `path` may already exist is decided by `DC_WRITER_OVERWRITE`, which can be set
  * after this call: the check is made by the first `dc_writer_append_csr` and again by
  * `dc_writer_finish` (`DC_ERR_EXISTS`).
  *
  * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, n_genes not in 1..2^31, a path without
- * a final name), `DC_ERR_NOT_FOUND` (parent directory), `DC_ERR_IO`.
+ * a final name, a malformed URL), `DC_ERR_NOT_FOUND` (parent directory),
+ * `DC_ERR_UNSUPPORTED` (an http(s):// URL, which is read only), `DC_ERR_IO`.
  *
  * # Safety
  * `path` is a NUL-terminated string; `out` is writable.
  */
 dc_status dc_writer_create(const char *path, uint32_t n_genes, struct dc_writer **out);
+
+/**
+ * Like `dc_writer_create`, with `n_options` settings `"key=value"` (as for
+ * `dc_dataset_open_opts`). To an object store, each tile is uploaded (one PUT) as soon as
+ * it is encoded; obs shards and the other files are built in a local spill directory
+ * (`$DELTACELLS_SPILL_DIR`, else the system's temporary directory) and uploaded by
+ * `dc_writer_finish`, which uploads `manifest.json` last: a prefix without it is not a
+ * dataset, so a write that dies leaves nothing that opens. With `DC_WRITER_OVERWRITE`, the
+ * old manifest is deleted before the first tile is uploaded.
+ *
+ * Errors: those of `dc_writer_create`; `DC_ERR_INVALID_ARGUMENT` (an unknown key, a bad
+ * value, `options` NULL with `n_options` > 0).
+ *
+ * # Safety
+ * `path` is a NUL-terminated string; `options` is NULL (only with `n_options` = 0) or
+ * points to `n_options` NUL-terminated strings; `out` is writable.
+ */
+dc_status dc_writer_create_opts(const char *path,
+                                uint32_t n_genes,
+                                const char *const *options,
+                                size_t n_options,
+                                struct dc_writer **out);
 
 /**
  * Sets a parameter (see the `DC_WRITER_*` constants for ranges and when each may be set).

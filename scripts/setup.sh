@@ -21,6 +21,7 @@ command -v python3 >/dev/null 2>&1 || apt_missing+=(python3 python3-pip python3-
 command -v R >/dev/null 2>&1 || apt_missing+=(r-base-core)
 if ! Rscript -e 'library(Matrix)' >/dev/null 2>&1; then apt_missing+=(r-cran-matrix); fi
 if ! Rscript -e 'library(testthat)' >/dev/null 2>&1; then apt_missing+=(r-cran-testthat); fi
+if ! Rscript -e 'library(jsonlite)' >/dev/null 2>&1; then apt_missing+=(r-cran-jsonlite); fi
 if [ ${#apt_missing[@]} -gt 0 ]; then
   echo "setup: installing ${apt_missing[*]} (apt)"
   $SUDO apt-get update -qq
@@ -57,6 +58,17 @@ if ! python3 -c "import scipy, pytest, distributed, setuptools; assert tuple(map
     pip_flags+=(--break-system-packages)
   fi
   python3 -m pip install "${pip_flags[@]}" scipy pytest 'dask[distributed]' 'setuptools>=70.1'
+fi
+
+# moto's S3 server (server mode: flask, werkzeug) for the remote-storage tests
+# (scripts/remote_servers.py starts it on 127.0.0.1 with the Range HTTP server and proxies).
+if ! python3 -c "import moto.server, flask, werkzeug" 2>/dev/null; then
+  echo "setup: installing moto[server] (pip)"
+  pip_flags=(--quiet --disable-pip-version-check)
+  if [ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
+    pip_flags+=(--break-system-packages)
+  fi
+  python3 -m pip install "${pip_flags[@]}" 'moto[server]>=5'
 fi
 
 # The Julia grammar of tree-sitter: bindings/julia/gen/generate.py --check parses the Julia

@@ -336,3 +336,63 @@ fn killed_import_leaves_no_store_and_a_rerun_succeeds() {
     assert!(temp_sibling(&dir).is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `chromdata rewrite`: a 2.0 directory store of the independent writer upgraded to a 2.2
+/// .cdz and back to 2.1, with the same spots in original order and the same components.
+#[test]
+fn rewrite_upgrades_a_store() {
+    let Some(dir) = chromdata_common::stores() else {
+        return;
+    };
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-rewrite");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let src = dir.join("main_20.chromdata.zarr");
+    let up = out.join("main.cdz");
+    let back = out.join("main21.chromdata.zarr");
+    let (ok, stdout, err) = deltacells(&[
+        "chromdata",
+        "rewrite",
+        src.to_str().unwrap(),
+        up.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(stdout.contains("layout primary+coords"), "{stdout}");
+    let (ok, _, err) = deltacells(&[
+        "chromdata",
+        "rewrite",
+        up.to_str().unwrap(),
+        back.to_str().unwrap(),
+        "--layout",
+        "partitioned",
+        "-q",
+    ]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = deltacells(&[
+        "chromdata",
+        "rewrite",
+        src.to_str().unwrap(),
+        up.to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("exists"), "{err}");
+    let a = deltacells::chromdata::ChromData::open(&src).unwrap();
+    for p in [&up, &back] {
+        let b = deltacells::chromdata::ChromData::open(p).unwrap();
+        let cols = deltacells::chromdata::Columns::All;
+        chromdata_common::assert_same(
+            &b.read_spots(true, &cols).unwrap(),
+            &a.read_spots(true, &cols).unwrap(),
+            &p.display().to_string(),
+        );
+        assert_eq!(b.keys("results").unwrap(), a.keys("results").unwrap());
+        assert_eq!(b.attrs("uns", &[]).unwrap(), a.attrs("uns", &[]).unwrap());
+    }
+    assert_eq!(
+        deltacells::chromdata::ChromData::open(&back)
+            .unwrap()
+            .info()
+            .layout,
+        deltacells::chromdata::Layout::Partitioned
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -9,59 +9,6 @@ use deltacells::chromdata::{CatValue, ChromData, Columns};
 use deltacells::ErrorKind;
 use serde_json::Value;
 
-fn columns_of(v: &Value) -> Columns {
-    match v {
-        Value::String(s) if s == "all" => Columns::All,
-        Value::String(s) if s == "coords" => Columns::Coords,
-        Value::Array(a) => {
-            Columns::Names(a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
-        }
-        other => panic!("bad columns {other}"),
-    }
-}
-
-fn id_of(v: &Value) -> CatValue {
-    match v {
-        Value::String(s) => CatValue::Str(s.clone()),
-        Value::Number(n) => CatValue::Int(n.as_i64().unwrap()),
-        other => panic!("bad id {other}"),
-    }
-}
-
-fn kind_of(s: &str) -> ErrorKind {
-    match s {
-        "NotFound" => ErrorKind::NotFound,
-        "Format" => ErrorKind::Format,
-        "Unsupported" => ErrorKind::Unsupported,
-        other => panic!("unknown kind {other}"),
-    }
-}
-
-fn run(cd: &ChromData, q: &Value) -> deltacells::Result<arrow_array::RecordBatch> {
-    let cols = || columns_of(&q["columns"]);
-    match q["kind"].as_str().unwrap() {
-        "get_trace" => cd.get_trace(&id_of(&q["id"]), &cols()),
-        "get_cell" => cd.get_cell(&id_of(&q["id"]), &cols()),
-        "get_chrom" => cd.get_chrom(q["id"].as_str().unwrap(), &cols()),
-        "read_spots" => cd.read_spots(q["original_order"].as_bool().unwrap(), &cols()),
-        "by_spot_id" => cd
-            .read_spots(false, &Columns::All)
-            .map(|b| sort_by(&b, "spot_id")),
-        "table" => cd.table(q["name"].as_str().unwrap()),
-        "categories" => cd
-            .categories(q["table"].as_str().unwrap(), q["column"].as_str().unwrap())
-            .map(|a| {
-                arrow_array::RecordBatch::try_from_iter_with_nullable([("category", a, true)])
-                    .unwrap()
-            }),
-        "keys" => cd.keys(q["what"].as_str().unwrap()).map(|k| {
-            let a: arrow_array::ArrayRef = std::sync::Arc::new(arrow_array::StringArray::from(k));
-            arrow_array::RecordBatch::try_from_iter_with_nullable([("key", a, true)]).unwrap()
-        }),
-        k => panic!("unknown query kind {k}"),
-    }
-}
-
 #[test]
 fn every_layout_answers_like_pandas() {
     let Some(dir) = stores() else { return };

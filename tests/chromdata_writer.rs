@@ -122,8 +122,21 @@ fn make_spots(n: usize, seed: u64) -> Spots {
 
 fn batch_of(s: &Spots, lo: usize, hi: usize) -> RecordBatch {
     let st = |v: &[String]| Arc::new(StringArray::from_iter_values(v[lo..hi].iter())) as ArrayRef;
-    let status: DictionaryArray<arrow_array::types::Int8Type> =
-        s.status[lo..hi].iter().map(|v| v.as_deref()).collect();
+    // A categorical as R and pandas send it: every batch carries the same dictionary (the
+    // whole category list), which the first batch fixes (C API 6.1).
+    const STATUS: [&str; 3] = ["lowq", "missing", "ok"];
+    let keys: arrow_array::Int8Array = s.status[lo..hi]
+        .iter()
+        .map(|v| {
+            v.as_deref()
+                .map(|v| STATUS.iter().position(|c| *c == v).unwrap() as i8)
+        })
+        .collect();
+    let status = DictionaryArray::<arrow_array::types::Int8Type>::try_new(
+        keys,
+        Arc::new(StringArray::from(STATUS.to_vec())),
+    )
+    .unwrap();
     let cols: Vec<(&str, ArrayRef)> = vec![
         ("chrom", st(&s.chrom)),
         (

@@ -347,3 +347,59 @@ fn progress_lines_off_a_terminal_when_asked() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `chromdata rewrite` shows its progress as import and convert do: with --progress off a
+/// terminal, plain lines on stderr (reading the spots up to their count, then the finish),
+/// the summary alone on stdout; drawn on a terminal's stderr; nothing off a terminal without
+/// --progress, nothing at all with --quiet.
+#[test]
+fn rewrite_reports_progress_like_import() {
+    let dir = scratch("rewrite");
+    let store = dir.join("t.cdz");
+    let (t, s) = (
+        table().to_str().unwrap().to_string(),
+        store.to_str().unwrap().to_string(),
+    );
+    let (ok, _, err) = deltacells(&["chromdata", "import-fofct", &t, &s, "-q"]);
+    assert!(ok, "{err}");
+    // The table's spots: its lines other than the ## header lines.
+    let n = std::fs::read_to_string(table())
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .count();
+    let out22 = dir.join("t22.chromdata.zarr");
+    let d = out22.to_str().unwrap();
+    let (ok, out, err) = deltacells(&["chromdata", "rewrite", &s, d, "--progress"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with(&format!("{d}: {n} spots from {s}")) && !out.contains("deltacells: "),
+        "{out}"
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(lines.iter().all(|l| l.starts_with("deltacells: ")), "{err}");
+    let at = |prefix: String| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?} in\n{err}"))
+    };
+    assert_eq!(at(format!("deltacells: reading {d}: 0/{n} rows (0%)")), 0);
+    let read = at(format!("deltacells: reading {d}: {n}/{n} rows (100%)"));
+    let finishing = at(format!("deltacells: finishing {d}, "));
+    let finished = at(format!("deltacells: finishing {d}: {n}/{n} rows (100%)"));
+    assert!(read < finishing && finished == lines.len() - 1, "{err}");
+
+    let rewrite = ["chromdata", "rewrite", &s, d, "--overwrite"];
+    run_quiet_and_not(&rewrite);
+    let shown = on_a_terminal(&rewrite, "> /dev/null");
+    assert!(shown.contains(&format!("ing {d}")), "{shown:?}");
+    assert!(
+        !shown.contains("spots from"),
+        "the summary went to stderr: {shown:?}"
+    );
+    let mut quiet = rewrite.to_vec();
+    quiet.push("-q");
+    assert_eq!(on_a_terminal(&quiet, ""), "");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -597,9 +597,17 @@ template <class V> class Batches;
 /// An open dataset (dc_dataset). Move-only; may be used from several threads at once.
 class Dataset {
 public:
-  /// Opens and validates a dataset directory (dc_dataset_open).
+  /// Opens and validates a dataset: a directory or a URL (s3://, gs://, az://, http(s)://)
+  /// (dc_dataset_open).
   explicit Dataset(const std::string &path) {
     detail::check(dc_dataset_open(path.c_str(), &h_), "dc_dataset_open");
+  }
+  /// Opens a dataset at a path or URL with "key=value" options (dc_dataset_open_opts, §7):
+  /// object_store settings such as "aws_endpoint=...", and max_concurrency, timeout_ms, retries.
+  Dataset(const std::string &path, const std::vector<std::string> &options) {
+    detail::cstrings o(options);
+    detail::check(dc_dataset_open_opts(path.c_str(), o.data(), o.size(), &h_),
+                  "dc_dataset_open_opts");
   }
   /// Takes ownership of a handle from dc_dataset_open.
   static Dataset adopt(dc_dataset *h) noexcept { return Dataset(h); }
@@ -835,9 +843,15 @@ inline Batches<V> Dataset::batches(view<uint64_t> cells, size_t batch_size, uint
 /// without finish() abandons the write (nothing appears at the target).
 class Writer {
 public:
-  /// dc_writer_create.
+  /// dc_writer_create (a directory, or an s3:// / gs:// / az:// prefix).
   Writer(const std::string &path, uint32_t n_genes) {
     detail::check(dc_writer_create(path.c_str(), n_genes, &h_), "dc_writer_create");
+  }
+  /// dc_writer_create_opts: with "key=value" options (§7).
+  Writer(const std::string &path, uint32_t n_genes, const std::vector<std::string> &options) {
+    detail::cstrings o(options);
+    detail::check(dc_writer_create_opts(path.c_str(), n_genes, o.data(), o.size(), &h_),
+                  "dc_writer_create_opts");
   }
   static Writer adopt(dc_writer *h) noexcept { return Writer(h); }
   ~Writer() { dc_writer_free(h_); }
@@ -1090,6 +1104,52 @@ public:
                  ArrowArrayOwner &table, ArrowSchemaOwner &schema) {
     add_table(collection, key, kind, table.get(), schema.get());
   }
+  /// dc_chromdata_writer_set_categories: the category list of "trace_id", "cell_id" or an
+  /// extra categorical column (a one-column batch, moved in); before the first append.
+  void set_categories(const std::string &column, struct ArrowArray *values, struct ArrowSchema *schema) {
+    detail::check(dc_chromdata_writer_set_categories(h_, column.c_str(), values, schema),
+                  "dc_chromdata_writer_set_categories");
+  }
+  void set_categories(const std::string &column, ArrowArrayOwner &values, ArrowSchemaOwner &schema) {
+    set_categories(column, values.get(), schema.get());
+  }
+  /// dc_chromdata_writer_set_table: the "traces" or "cells" annotation table (moved in).
+  void set_table(const std::string &name, struct ArrowArray *table, struct ArrowSchema *schema) {
+    detail::check(dc_chromdata_writer_set_table(h_, name.c_str(), table, schema), "dc_chromdata_writer_set_table");
+  }
+  void set_table(const std::string &name, ArrowArrayOwner &table, ArrowSchemaOwner &schema) {
+    set_table(name, table.get(), schema.get());
+  }
+  /// dc_chromdata_writer_add_array: a "cellm" or "binm" array as dc_chromdata_array returns
+  /// it (one column "value", nested fixed-size lists), moved in.
+  void add_array(const std::string &kind, const std::string &key, struct ArrowArray *array,
+                 struct ArrowSchema *schema) {
+    detail::check(dc_chromdata_writer_add_array(h_, kind.c_str(), key.c_str(), array, schema),
+                  "dc_chromdata_writer_add_array");
+  }
+  void add_array(const std::string &kind, const std::string &key, ArrowArrayOwner &array,
+                 ArrowSchemaOwner &schema) {
+    add_array(kind, key, array.get(), schema.get());
+  }
+  /// dc_chromdata_writer_add_result: a results entry at `path` with its attributes as JSON
+  /// ("type" required); `data` the table or array batch (moved in), nullptr for json and
+  /// mapping entries.
+  void add_result(const std::vector<std::string> &path, const std::string &attrs_json,
+                  struct ArrowArray *data = nullptr, struct ArrowSchema *schema = nullptr) {
+    detail::cstrings p(path);
+    detail::check(dc_chromdata_writer_add_result(h_, p.data(), p.size(), attrs_json.c_str(), data, schema),
+                  "dc_chromdata_writer_add_result");
+  }
+  void add_result(const std::vector<std::string> &path, const std::string &attrs_json,
+                  ArrowArrayOwner &data, ArrowSchemaOwner &schema) {
+    add_result(path, attrs_json, data.get(), schema.get());
+  }
+  /// dc_chromdata_writer_set_json: ("uns" | "contacts" | "links", no key, JSON) or
+  /// ("intervals", key, {"source_result": ...}); an empty `key` passes NULL.
+  void set_json(const std::string &kind, const std::string &key, const std::string &json) {
+    detail::check(dc_chromdata_writer_set_json(h_, kind.c_str(), key.empty() ? nullptr : key.c_str(), json.c_str()),
+                  "dc_chromdata_writer_set_json");
+  }
   /// dc_chromdata_writer_finish: sort, index, and move the store into place atomically.
   void finish() { detail::check(dc_chromdata_writer_finish(h_), "dc_chromdata_writer_finish"); }
 
@@ -1097,6 +1157,13 @@ private:
   explicit ChromDataWriter(dc_chromdata_writer *h) noexcept : h_(h) {}
   dc_chromdata_writer *h_ = nullptr;
 };
+
+/// dc_chromdata_rewrite: store `src` (any version, layout, directory or .cdz) written again
+/// at `dst` in `layout` with everything it holds, the original order recoverable.
+inline void rewrite(const std::string &src, const std::string &dst, dc_layout layout = DC_LAYOUT_PRIMARY_COORDS,
+                    bool overwrite = false) {
+  detail::check(dc_chromdata_rewrite(src.c_str(), dst.c_str(), layout, overwrite ? 1 : 0), "dc_chromdata_rewrite");
+}
 
 } // namespace deltacells
 

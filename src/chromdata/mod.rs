@@ -17,6 +17,7 @@
 mod access;
 pub mod fofct;
 mod read;
+pub mod rewrite;
 mod spec;
 mod values;
 mod write;
@@ -24,6 +25,7 @@ mod write;
 pub use read::{CatValue, ChromData, Columns, Info, SpotBatches, SHAPE_METADATA};
 #[doc(hidden)]
 pub use read::{FileRead, PlanQuery};
+pub use rewrite::{rewrite, RewriteOptions};
 pub use spec::Layout;
 pub use write::{
     default_memory_budget, is_temp_name, ChromDataWriter, WriterOptions, WriterParam,

@@ -155,6 +155,11 @@ impl DecodedCache {
         self.lock().used
     }
 
+    /// Whether `key` is loaded now (a load in progress does not count).
+    pub fn holds(&self, key: Key) -> bool {
+        self.lock().map.get(&key).is_some_and(|s| s.entry.is_some())
+    }
+
     /// The chunks held now, as (tile, chunk), sorted.
     pub fn chunks(&self) -> Vec<(u64, usize)> {
         let st = self.lock();

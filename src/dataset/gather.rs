@@ -221,6 +221,9 @@ impl Dataset {
             });
             located.push((slot, c - starts[t as usize]));
         }
+        // Remote: the tiles whose index is not cached, one GET each, concurrently (each is
+        // held for the chunks read from it next).
+        self.prefetch_remote(&tiles, |t| !self.cache().holds(Key::Index(t)))?;
         let threads = self.resolved_threads().min(tiles.len().max(1));
         let indexes = pool::map(threads, tiles.clone(), |t| self.tile_index(t))?;
         let mut rows = Vec::with_capacity(cells.len());
@@ -362,6 +365,21 @@ impl Dataset {
             })
             .collect();
         let sources = self.tile_sources(plan);
+        // Remote: the tiles some chunk of which must be decompressed, concurrently.
+        let mut to_read: Vec<u64> = plan
+            .units
+            .iter()
+            .filter(|u| {
+                let key = Key::Chunk {
+                    tile: plan.tiles[u.slot],
+                    chunk: u.chunk,
+                };
+                !pins.contains_key(&(plan.tiles[u.slot], u.chunk)) && !self.cache().holds(key)
+            })
+            .map(|u| plan.tiles[u.slot])
+            .collect();
+        to_read.dedup();
+        self.prefetch_remote(&to_read, |_| true)?;
         let work_nnz: u64 = nnz + plan.units.iter().map(|u| u.chunk_nnz).sum::<u64>();
         let threads = threads
             .min(plan.units.len().max(1))

@@ -12,6 +12,8 @@ pub mod obs;
 mod order;
 mod params;
 mod reader;
+#[cfg(feature = "remote")]
+mod remote_tiles;
 mod var;
 mod writer;
 
@@ -23,7 +25,10 @@ pub use obs::{ObsColumn, ObsKind, ObsSchema, DEFAULT_MAX_CATEGORIES};
 pub use order::SplitMix64;
 pub use params::{Bounds, ReaderParam, WriterParam, MAX_CHUNKS};
 pub use reader::{Dataset, DatasetInfo, ReadCounters};
-pub use writer::{DatasetWriter, WriterOptions, DEFAULT_OBS_TILES_PER_FILE, DEFAULT_TILE_SIZE};
+pub use writer::{
+    spill_root, DatasetWriter, WriterOptions, DEFAULT_OBS_TILES_PER_FILE, DEFAULT_TILE_SIZE,
+    SPILL_DIR_ENV,
+};
 
 /// Names inside a dataset directory.
 pub mod paths {

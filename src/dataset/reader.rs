@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool;
+use crate::storage::Root;
 use crate::tile::{self, Tile, TileHeader, TileIndex, ValuesOut, HEADER_SIZE};
 
 use arrow_array::RecordBatchReader;
@@ -114,7 +115,13 @@ impl Drop for LoadedTile {
 
 /// An open deltacells dataset.
 pub struct Dataset {
+    /// The directory, or the URL of an object-store prefix (for messages).
     root: PathBuf,
+    /// Where the bytes are.
+    store: Root,
+    /// Tiles of a dataset on an object store.
+    #[cfg(feature = "remote")]
+    remote: Option<super::remote_tiles::RemoteTiles>,
     manifest: Manifest,
     /// First global cell of each tile, then n_cells (n_tiles + 1 entries).
     starts: Vec<u64>,
@@ -176,10 +183,49 @@ impl Dataset {
             Err(e) => return Err(Error::io(&manifest_path, &e)),
         };
         let manifest = Manifest::parse(&text).map_err(|e| e.context(root.display()))?;
+        Ok(Self::from_manifest(Root::Local(root), manifest))
+    }
+
+    /// Opens the dataset at `location` — a path, `file://` URL, or an object-store URL
+    /// (`s3://bucket/prefix`, `gs://…`, `az://…`, `http(s)://…`) — with `options`
+    /// (`key=value`, see `storage::Options`).
+    ///
+    /// Errors: those of `open`; `InvalidArgument` (a bad URL or option), `Unsupported` (a
+    /// URL in a build without the `remote` feature), `Io` (after the retries, naming the URL,
+    /// the operation and the status or transport error).
+    pub fn open_url(location: &str, options: &[&str]) -> Result<Dataset> {
+        match Root::parse(location, options)? {
+            Root::Local(p) => Dataset::open(p),
+            #[cfg(feature = "remote")]
+            root @ Root::Remote(_) => Dataset::open_remote(root),
+        }
+    }
+
+    #[cfg(feature = "remote")]
+    fn open_remote(root: Root) -> Result<Dataset> {
+        let text = match root.read(paths::MANIFEST) {
+            Ok(t) => t,
+            Err(e) if e.kind == ErrorKind::NotFound => {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "{}: no dataset there: no manifest.json (a dataset's manifest is written last, so an unfinished write has none)",
+                        root.display()
+                    ),
+                ))
+            }
+            Err(e) => return Err(e),
+        };
+        let manifest = Manifest::parse(&text).map_err(|e| e.context(root.display()))?;
         Ok(Self::from_manifest(root, manifest))
     }
 
-    fn from_manifest(root: PathBuf, manifest: Manifest) -> Dataset {
+    fn from_manifest(store: Root, manifest: Manifest) -> Dataset {
+        let root = PathBuf::from(store.display());
+        #[cfg(feature = "remote")]
+        let remote = store
+            .remote()
+            .map(|r| super::remote_tiles::RemoteTiles::new(r.clone(), manifest.tile_bytes.clone()));
         let mut starts = Vec::with_capacity(manifest.tile_cells.len() + 1);
         let mut acc = 0u64;
         starts.push(0);
@@ -189,6 +235,9 @@ impl Dataset {
         }
         Dataset {
             root,
+            store,
+            #[cfg(feature = "remote")]
+            remote,
             manifest,
             starts,
             threads: AtomicUsize::new(0),
@@ -363,6 +412,10 @@ impl Dataset {
 
     /// Reads tile `t` whole into a pooled buffer.
     fn read_blob(&self, t: u64) -> Result<Vec<u8>> {
+        #[cfg(feature = "remote")]
+        if let Some(r) = &self.remote {
+            return r.take(t).map(Vec::from);
+        }
         let mut file = self.open_tile(t)?;
         let expected = self.manifest.tile_bytes[t as usize];
         let mut blob = self.buffers.take();
@@ -480,12 +533,7 @@ impl Dataset {
     }
 
     fn read_index(&self, t: u64) -> Result<TileIndex> {
-        let file = self.open_tile(t)?;
-        let path = self.tile_path(t);
-        let read_at = |buf: &mut [u8], at: u64| {
-            file.read_exact_at(buf, at)
-                .map_err(|e| other_err(&path, &format!("tile {t}"), e))
-        };
+        let read_at = self.tile_reader(t)?;
         let size = self.manifest.tile_bytes[t as usize];
         let mut head = [0u8; HEADER_SIZE];
         if size < HEADER_SIZE as u64 {
@@ -503,6 +551,56 @@ impl Dataset {
         prefix[..HEADER_SIZE].copy_from_slice(&head);
         read_at(&mut prefix[HEADER_SIZE..], HEADER_SIZE as u64)?;
         TileIndex::parse(&prefix, size).map_err(|e| self.tile_err(t, e))
+    }
+
+    /// Positioned reads of tile `t`: of the file, or of the whole object (one GET, held
+    /// for the decompression that follows) for a dataset on an object store.
+    #[allow(clippy::type_complexity)]
+    fn tile_reader(&self, t: u64) -> Result<Box<dyn Fn(&mut [u8], u64) -> Result<()> + '_>> {
+        #[cfg(feature = "remote")]
+        if let Some(r) = &self.remote {
+            let blob = r.peek(t)?;
+            return Ok(Box::new(move |buf: &mut [u8], at: u64| {
+                let at = at as usize;
+                match blob.get(at..at + buf.len()) {
+                    Some(src) => {
+                        buf.copy_from_slice(src);
+                        Ok(())
+                    }
+                    None => Err(self.tile_err(
+                        t,
+                        Error::format(format!(
+                            "read of {} bytes at {at} past the end of the {}-byte tile",
+                            buf.len(),
+                            blob.len()
+                        )),
+                    )),
+                }
+            }));
+        }
+        let file = self.open_tile(t)?;
+        let path = self.tile_path(t);
+        Ok(Box::new(move |buf: &mut [u8], at: u64| {
+            file.read_exact_at(buf, at)
+                .map_err(|e| other_err(&path, &format!("tile {t}"), e))
+        }))
+    }
+
+    /// For a dataset on an object store, fetches the tiles of `tiles` for which `needed`
+    /// holds, `max_concurrency` requests in flight, so that the reads of one call overlap
+    /// (local datasets: nothing to do).
+    pub(crate) fn prefetch_remote(
+        &self,
+        tiles: &[u64],
+        needed: impl Fn(u64) -> bool,
+    ) -> Result<()> {
+        #[cfg(feature = "remote")]
+        if let Some(r) = &self.remote {
+            let want: Vec<u64> = tiles.iter().copied().filter(|&t| needed(t)).collect();
+            return r.prefetch(&want);
+        }
+        let _ = (tiles, needed);
+        Ok(())
     }
 
     /// Decodes tile `t` into caller buffers: `indptr` (n_cells + 1, local to the tile),
@@ -634,7 +732,7 @@ impl Dataset {
                 ),
             ));
         }
-        var::read_table(&self.root.join(paths::VAR_TABLE), self.manifest.n_genes)
+        var::read_table(&self.store, paths::VAR_TABLE, self.manifest.n_genes)
     }
 
     fn obs_meta(&self) -> Result<&ObsMeta> {
@@ -648,7 +746,7 @@ impl Dataset {
             ));
         }
         self.obs
-            .get_or_init(|| ObsMeta::load(&self.root, &self.manifest))
+            .get_or_init(|| ObsMeta::load(&self.store, &self.manifest))
             .as_ref()
             .map_err(Clone::clone)
     }
@@ -724,16 +822,20 @@ impl Dataset {
 
     /// Reads an optional file the manifest says exists.
     fn read_listed(&self, rel: &str, flag: &str) -> Result<Vec<u8>> {
-        let path = self.root.join(rel);
-        std::fs::read(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
+        self.store.read(rel).map_err(|e| {
+            if e.kind == ErrorKind::NotFound {
                 Error::format(format!(
                     "{}: missing, though the manifest's {flag} is true",
-                    path.display()
+                    self.store.display_rel(rel)
                 ))
             } else {
-                Error::io(&path, &e)
+                e
             }
         })
+    }
+
+    /// Where the dataset's bytes are (a directory or an object-store prefix).
+    pub fn store(&self) -> &Root {
+        &self.store
     }
 }

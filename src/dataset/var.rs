@@ -16,6 +16,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::Root;
 
 /// Checks a gene table given in input order.
 pub(crate) fn check_table(table: &RecordBatch, n_genes: u32) -> Result<()> {
@@ -67,20 +68,43 @@ pub(crate) fn write_table(path: &Path, table: &RecordBatch, order: Option<&[i32]
         .map_err(|e| Error::io(path, &e))
 }
 
-/// Opens `var.parquet` (which must hold `n_genes` rows) as a stream of record batches.
-pub(crate) fn read_table(path: &Path, n_genes: u64) -> Result<Box<dyn RecordBatchReader + Send>> {
-    let file = File::open(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
+/// Opens `rel` (`var.parquet`, which must hold `n_genes` rows) of the dataset at `store` as
+/// a stream of record batches. Remote: the whole (small) object in one GET.
+pub(crate) fn read_table(
+    store: &Root,
+    rel: &str,
+    n_genes: u64,
+) -> Result<Box<dyn RecordBatchReader + Send>> {
+    let missing = |e: Error| {
+        if e.kind == ErrorKind::NotFound {
             Error::format(format!(
                 "{}: missing, though the manifest's has_var_table is true",
-                path.display()
+                store.display_rel(rel)
             ))
         } else {
-            Error::io(path, &e)
+            e
         }
-    })?;
-    let what = path.display();
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+    };
+    let what = store.display_rel(rel);
+    match store.local_path() {
+        Some(dir) => {
+            let path = dir.join(rel);
+            let file = File::open(&path).map_err(|e| missing(Error::io(&path, &e)))?;
+            read_parquet_table(file, n_genes, &what)
+        }
+        None => {
+            let bytes = store.read(rel).map_err(missing)?;
+            read_parquet_table(bytes::Bytes::from(bytes), n_genes, &what)
+        }
+    }
+}
+
+fn read_parquet_table<T: parquet::file::reader::ChunkReader + 'static>(
+    source: T,
+    n_genes: u64,
+    what: &str,
+) -> Result<Box<dyn RecordBatchReader + Send>> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(source)
         .map_err(|e| Error::format(format!("{what}: not a readable parquet file ({e})")))?;
     let rows = builder.metadata().file_metadata().num_rows();
     if rows < 0 || rows as u64 != n_genes {

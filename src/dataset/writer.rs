@@ -4,13 +4,20 @@
 //! directory `.<name>.tmp-<pid>-<random>`; `finish` writes `manifest.json` last, syncs, and
 //! renames the directory into place, so an interrupted write never leaves anything that opens
 //! as a dataset.
+//!
+//! To an object-store prefix (`s3://…`, `gs://…`, `az://…`): each tile is uploaded as soon as
+//! it is encoded (one PUT, from memory); obs shards, the gene table and the small files are
+//! built in a local spill directory (see [`spill_root`]) and uploaded at `finish`, and
+//! `manifest.json` is uploaded last — the commit point: a prefix without it is not a dataset,
+//! so a write that dies leaves nothing that opens. Overwriting deletes the old manifest before
+//! the first tile is uploaded.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, Sender};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool;
-use crate::storage::fs;
+use crate::storage::{fs, Root};
 use crate::tile::{self, CsrRef, EncodeOptions, MAX_GENES};
 
 use arrow_array::RecordBatch;
@@ -109,9 +116,26 @@ enum State {
 
 type JobResult = (u64, Result<TileStat>);
 
+/// The environment variable naming the local directory where writers to object stores keep
+/// their spills (obs rows, shards before upload); default: the system's temporary directory.
+pub const SPILL_DIR_ENV: &str = "DELTACELLS_SPILL_DIR";
+
+/// Where a writer to an object store keeps its local spill: `$DELTACELLS_SPILL_DIR`, else the
+/// system's temporary directory (`$TMPDIR`, `/tmp`).
+pub fn spill_root() -> PathBuf {
+    std::env::var_os(SPILL_DIR_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
 /// Writes a new dataset; see the module documentation.
 pub struct DatasetWriter {
     target: PathBuf,
+    /// The object-store prefix written to (then `target` is its URL, for messages, and
+    /// `tmp` a local spill directory).
+    #[cfg(feature = "remote")]
+    remote: Option<std::sync::Arc<crate::storage::remote::ObjectRoot>>,
     tmp: PathBuf,
     n_genes: u32,
     opts: WriterOptions,
@@ -199,6 +223,53 @@ impl DatasetWriter {
         }
         let target = path.as_ref().to_path_buf();
         let tmp = fs::create_temp_sibling(&target)?.dir;
+        Self::with_temp_dir(target, tmp, n_genes, options)
+    }
+
+    /// Like `create_deferred`, at a directory or an object-store prefix.
+    pub fn create_deferred_at(
+        root: Root,
+        n_genes: u32,
+        options: WriterOptions,
+    ) -> Result<DatasetWriter> {
+        match root {
+            Root::Local(path) => Self::create_deferred(path, n_genes, options),
+            #[cfg(feature = "remote")]
+            Root::Remote(remote) => {
+                options.validate()?;
+                if !remote.url().scheme.writable() {
+                    return Err(Error::unsupported(format!(
+                        "{}: HTTP(S) URLs are read only; write to s3://, gs:// or az://",
+                        remote.url()
+                    )));
+                }
+                let spill = spill_root();
+                let name = fs::fresh_temp_name("deltacells-upload");
+                let tmp = spill.join(name.trim_start_matches('.'));
+                std::fs::create_dir(&tmp).map_err(|e| {
+                    Error::io(&tmp, &e).context("the local spill directory of an upload")
+                })?;
+                let target = PathBuf::from(remote.url().url.clone());
+                let mut w = Self::with_temp_dir(target, tmp, n_genes, options)?;
+                w.remote = Some(remote);
+                Ok(w)
+            }
+        }
+    }
+
+    fn with_temp_dir(
+        target: PathBuf,
+        tmp: PathBuf,
+        n_genes: u32,
+        options: WriterOptions,
+    ) -> Result<DatasetWriter> {
+        options.validate()?;
+        if n_genes == 0 || n_genes as u64 > MAX_GENES {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(Error::invalid_argument(format!(
+                "n_genes is {n_genes}, must be in 1..2^31"
+            )));
+        }
         let tiles = tmp.join(paths::TILES_DIR);
         if let Err(e) = std::fs::create_dir(&tiles) {
             let _ = std::fs::remove_dir_all(&tmp);
@@ -207,6 +278,8 @@ impl DatasetWriter {
         let (tx, rx) = channel();
         Ok(DatasetWriter {
             target,
+            #[cfg(feature = "remote")]
+            remote: None,
             tmp,
             n_genes,
             opts: options,
@@ -243,6 +316,25 @@ impl DatasetWriter {
     }
 
     fn check_target(&mut self) -> Result<()> {
+        #[cfg(feature = "remote")]
+        if let Some(remote) = &self.remote {
+            if remote.exists(paths::MANIFEST)? {
+                if !self.opts.overwrite {
+                    return Err(Error::new(
+                        ErrorKind::Exists,
+                        format!(
+                            "{}: a dataset exists there (set overwrite to replace it)",
+                            remote.url()
+                        ),
+                    ));
+                }
+                // The commit point goes first: from now on the prefix is not a dataset
+                // until the new manifest is uploaded.
+                remote.delete(paths::MANIFEST)?;
+            }
+            self.target_checked = true;
+            return Ok(());
+        }
         if fs::exists(&self.target) {
             if !self.opts.overwrite {
                 return Err(Error::new(
@@ -596,10 +688,16 @@ impl DatasetWriter {
         self.next_tile += 1;
         self.stats.push(None);
         let path = self.tmp.join(paths::tile_relpath(t));
+        let sink = TileSink {
+            path,
+            #[cfg(feature = "remote")]
+            remote: self.remote.clone(),
+            rel: paths::tile_relpath(t),
+        };
         let (n_genes, opts) = (self.n_genes, self.encode_options());
         let threads = pool::resolve_threads(self.opts.threads);
         if threads <= 1 {
-            let r = encode_and_write(&rows, n_genes, opts, &path);
+            let r = encode_and_write(&rows, n_genes, opts, &sink);
             return self.record(t, r);
         }
         let max_in_flight = threads.min(4) + 1;
@@ -611,7 +709,7 @@ impl DatasetWriter {
         self.in_flight += 1;
         pool.spawn(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                encode_and_write(&rows, n_genes, opts, &path)
+                encode_and_write(&rows, n_genes, opts, &sink)
             }))
             .unwrap_or_else(|_| {
                 Err(Error::new(
@@ -766,6 +864,10 @@ impl DatasetWriter {
     /// Renames the temporary directory to the target (replacing a dataset there only when
     /// overwriting, and only once the new one is complete).
     fn publish(&mut self) -> Result<()> {
+        #[cfg(feature = "remote")]
+        if let Some(remote) = &self.remote {
+            return upload_finished(remote, &self.tmp);
+        }
         if fs::exists(&self.target) {
             if !self.opts.overwrite {
                 return Err(Error::new(
@@ -804,17 +906,74 @@ impl Drop for DatasetWriter {
             }
             self.in_flight -= 1;
         }
-        if self.state != State::Finished {
+        #[cfg(feature = "remote")]
+        let spill = self.remote.is_some();
+        #[cfg(not(feature = "remote"))]
+        let spill = false;
+        if self.state != State::Finished || spill {
             let _ = std::fs::remove_dir_all(&self.tmp);
         }
     }
+}
+
+/// Where an encoded tile goes: a file of the temporary directory, or an object.
+struct TileSink {
+    path: PathBuf,
+    #[cfg(feature = "remote")]
+    remote: Option<std::sync::Arc<crate::storage::remote::ObjectRoot>>,
+    rel: String,
+}
+
+impl TileSink {
+    fn write(&self, blob: Vec<u8>) -> Result<()> {
+        #[cfg(feature = "remote")]
+        if let Some(remote) = &self.remote {
+            return remote.put(&self.rel, bytes::Bytes::from(blob));
+        }
+        let _ = &self.rel;
+        fs::write_synced(&self.path, &blob)
+    }
+}
+
+/// Uploads what `finish` left in the spill directory — every file but the tiles (already
+/// uploaded) and the spill — then `manifest.json`, last.
+#[cfg(feature = "remote")]
+fn upload_finished(
+    remote: &std::sync::Arc<crate::storage::remote::ObjectRoot>,
+    tmp: &Path,
+) -> Result<()> {
+    let mut files = Vec::new();
+    let mut stack = vec![(tmp.to_path_buf(), String::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, &e))? {
+            let entry = entry.map_err(|e| Error::io(&dir, &e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let child_rel = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let kind = entry
+                .file_type()
+                .map_err(|e| Error::io(&entry.path(), &e))?;
+            if kind.is_dir() {
+                if child_rel != paths::TILES_DIR {
+                    stack.push((entry.path(), child_rel));
+                }
+            } else if child_rel != paths::MANIFEST && !name.starts_with('.') {
+                files.push((child_rel, entry.path()));
+            }
+        }
+    }
+    remote.put_files(files)?;
+    remote.put_file(paths::MANIFEST, &tmp.join(paths::MANIFEST))
 }
 
 fn encode_and_write(
     rows: &Pending,
     n_genes: u32,
     opts: EncodeOptions,
-    path: &Path,
+    sink: &TileSink,
 ) -> Result<TileStat> {
     let csr = CsrRef {
         n_genes,
@@ -823,10 +982,11 @@ fn encode_and_write(
         values: &rows.values,
     };
     let blob = tile::encode_tile(&csr, opts)?;
-    fs::write_synced(path, &blob)?;
+    let bytes = blob.len() as u64;
+    sink.write(blob)?;
     Ok(TileStat {
         cells: rows.rows(),
         nnz: rows.indices.len() as u64,
-        bytes: blob.len() as u64,
+        bytes,
     })
 }

@@ -42,6 +42,23 @@ pub(crate) unsafe fn opt_str_in<'a>(p: *const c_char, name: &str) -> Result<Opti
     unsafe { str_in(p, name) }.map(Some)
 }
 
+/// An optional string argument where NULL and "" both mean none.
+///
+/// The emptiness test runs only on a string that exists: `Option::filter` on the result of
+/// [`opt_str_in`] lets the optimiser test the length of a `None` (undefined bytes) first,
+/// a branch valgrind reports as depending on an uninitialised value.
+///
+/// # Safety
+/// As [`str_in`].
+pub(crate) unsafe fn nonempty_str_in<'a>(p: *const c_char, name: &str) -> Result<Option<&'a str>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: forwarded caller guarantee.
+    let s = unsafe { str_in(p, name)? };
+    Ok((!s.is_empty()).then_some(s))
+}
+
 /// `n` string arguments at `p` (`name[i]` in messages); none may be NULL.
 ///
 /// # Safety

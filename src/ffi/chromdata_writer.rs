@@ -5,10 +5,10 @@ use std::ffi::c_char;
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::RecordBatch;
 
-use crate::chromdata::{ChromDataWriter, WriterOptions, WriterParam};
+use crate::chromdata::{ChromDataWriter, Layout, WriterOptions, WriterParam};
 use crate::error::{Error, Result};
 
-use super::args::{opt_str_in, str_in, Out};
+use super::args::{nonempty_str_in, str_in, strs_in, Out};
 use super::arrow::BatchIn;
 use super::chromdata::{DC_LAYOUT_FLAT, DC_LAYOUT_PARTITIONED, DC_LAYOUT_PRIMARY_COORDS};
 use super::error::*;
@@ -227,7 +227,7 @@ pub unsafe extern "C" fn dc_chromdata_writer_add_table(
         // SAFETY: NUL-terminated strings per the caller (NULL is rejected or means none).
         let (collection, key) = unsafe { (str_in(collection, "collection")?, str_in(key, "key")?) };
         // SAFETY: as above.
-        let kind = unsafe { opt_str_in(kind, "kind")? }.filter(|k| !k.is_empty());
+        let kind = unsafe { nonempty_str_in(kind, "kind")? };
         w.add_table(collection, key, kind, b)
     };
     // SAFETY: per the caller.
@@ -254,4 +254,238 @@ pub unsafe extern "C" fn dc_chromdata_writer_finish(w: *mut dc_chromdata_writer)
 #[no_mangle]
 pub unsafe extern "C" fn dc_chromdata_writer_free(w: *mut dc_chromdata_writer) {
     free_handle(w)
+}
+
+/// The one column of a category-list batch.
+fn list_column(b: RecordBatch) -> Result<arrow_array::ArrayRef> {
+    if b.num_columns() != 1 {
+        return Err(Error::invalid_argument(format!(
+            "a category list is a batch of one column, got {} columns",
+            b.num_columns()
+        )));
+    }
+    Ok(b.column(0).clone())
+}
+
+/// Fixes the category list of a coded column: "trace_id", "cell_id" or an extra
+/// categorical spot column; before the first append. `values` is a batch of one column
+/// (any name; strings or integers, distinct, no nulls), moved in; `schema` borrowed. The
+/// list keeps its order and unused categories. Without this call, a dictionary-typed
+/// column of the first appended batch fixes the list (its dictionary, in order); later
+/// batches then carry the same dictionary. Plain values give sorted categories.
+///
+/// Errors: `DC_ERR_STATE` (after the first append, or finish), `DC_ERR_EXISTS` (the
+/// column's list was given already), `DC_ERR_INVALID_ARGUMENT` (NULL, nulls, duplicates),
+/// `DC_ERR_UNSUPPORTED` (a value type other than strings or integers). An appended value
+/// outside the list is `DC_ERR_INVALID_ARGUMENT` naming it.
+///
+/// # Safety
+/// `w` NULL or a live handle; `column` a NUL-terminated string; `values` NULL or a valid
+/// `struct ArrowArray`; `schema` NULL or a valid `struct ArrowSchema` describing it.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_set_categories(
+    w: *mut dc_chromdata_writer,
+    column: *const c_char,
+    values: *mut FFI_ArrowArray,
+    schema: *mut FFI_ArrowSchema,
+) -> dc_status {
+    let body = move |w: &mut ChromDataWriter, b: RecordBatch| {
+        // SAFETY: a NUL-terminated string per the caller.
+        let column = unsafe { str_in(column, "column")? };
+        w.set_categories(column, list_column(b)?)
+    };
+    // SAFETY: per the caller.
+    unsafe { with_cdw_batch(w, values, schema, "values", body) }
+}
+
+/// Sets the "traces" or "cells" annotation table (chromdata-zarr.md §5.3): a first column
+/// `trace_id` / `cell_id` holding each category once (any order; the writer orders rows
+/// by category), then annotation columns (bool, integers, floats, strings; dictionary
+/// columns are categorical and keep their dictionary). Moved in; any time before finish.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (unknown name, first column, repeated ids, ids not
+/// among given categories; ids missing from the table are reported by finish),
+/// `DC_ERR_EXISTS` (set twice), `DC_ERR_UNSUPPORTED` (a column type), `DC_ERR_STATE`.
+///
+/// # Safety
+/// As `dc_chromdata_writer_set_categories`.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_set_table(
+    w: *mut dc_chromdata_writer,
+    name: *const c_char,
+    table: *mut FFI_ArrowArray,
+    schema: *mut FFI_ArrowSchema,
+) -> dc_status {
+    // SAFETY: per the caller; taken first, so that it is released on every path.
+    let batch = unsafe { BatchIn::take(table, schema, "table") };
+    with_mut(w, move |w| {
+        // SAFETY: a NUL-terminated string per the caller.
+        let name = unsafe { str_in(name, "name")? };
+        if name != "traces" && name != "cells" {
+            return Err(Error::invalid_argument(format!(
+                "unknown table \"{name}\" (expected traces or cells)"
+            )));
+        }
+        w.set_table(name, batch.import()?)
+    })
+}
+
+/// Adds a "cellm" or "binm" array under `key`, encoded as `dc_chromdata_array` returns it:
+/// a batch of one column, primitive (1-D) or nested FixedSizeLists, no nulls; the field
+/// metadata "shape" (a JSON list), when present, must agree (it gives the inner
+/// dimensions of an array without rows). First dimension n_cells / n_bins, checked now
+/// when known, else by finish. Written to disk at the call (not held in memory).
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (unknown kind, empty key, nulls, wrong first
+/// dimension), `DC_ERR_EXISTS` (key added already), `DC_ERR_UNSUPPORTED` (an element
+/// type a Zarr array cannot hold: bool, integers, float32, float64 only).
+///
+/// # Safety
+/// As `dc_chromdata_writer_set_categories`; `kind`, `key` NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_add_array(
+    w: *mut dc_chromdata_writer,
+    kind: *const c_char,
+    key: *const c_char,
+    array: *mut FFI_ArrowArray,
+    schema: *mut FFI_ArrowSchema,
+) -> dc_status {
+    // SAFETY: per the caller; taken first, so that it is released on every path.
+    let batch = unsafe { BatchIn::take(array, schema, "array") };
+    with_mut(w, move |w| {
+        // SAFETY: NUL-terminated strings per the caller.
+        let (kind, key) = unsafe { (str_in(kind, "kind")?, str_in(key, "key")?) };
+        if kind != "cellm" && kind != "binm" {
+            return Err(Error::invalid_argument(format!(
+                "unknown array kind \"{kind}\" (expected cellm or binm)"
+            )));
+        }
+        w.add_array(kind, key, batch.import()?)
+    })
+}
+
+/// Adds a results entry at `path` (its key, then member keys inside mappings; n_path =
+/// depth). `attrs_json` is what `dc_chromdata_attrs` returns for results: `"type"`
+/// required (table, array, json or mapping), `"value"` for json entries, provenance
+/// (kind, function, params, inputs, uchrom_version, created_utc) optional, `"keys"`
+/// ignored. `data`: the table ("table") or the one-column array batch ("array"), moved
+/// in; NULL (and `schema` NULL) for json and mapping. A mapping's members come after it.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (bad JSON, unknown type, data not matching the type,
+/// a member of an entry that is not a mapping), `DC_ERR_NOT_FOUND` (a member before its
+/// mapping), `DC_ERR_EXISTS` (key added already), `DC_ERR_UNSUPPORTED` (a type Parquet
+/// or Zarr cannot store).
+///
+/// # Safety
+/// `w` NULL or a live handle; `path` NULL (n_path 0) or `n_path` strings; `attrs_json` a
+/// NUL-terminated string; `data` NULL or a valid `struct ArrowArray` and `schema` a valid
+/// `struct ArrowSchema` describing it.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_add_result(
+    w: *mut dc_chromdata_writer,
+    path: *const *const c_char,
+    n_path: usize,
+    attrs_json: *const c_char,
+    data: *mut FFI_ArrowArray,
+    schema: *mut FFI_ArrowSchema,
+) -> dc_status {
+    // SAFETY: per the caller; taken first, so that it is released on every path.
+    let batch = (!data.is_null()).then(|| unsafe { BatchIn::take(data, schema, "data") });
+    with_mut(w, move |w| {
+        // SAFETY: forwarded caller guarantees.
+        let (path, attrs) = unsafe {
+            (
+                strs_in(path, n_path, "path")?,
+                str_in(attrs_json, "attrs_json")?,
+            )
+        };
+        let attrs: serde_json::Value = serde_json::from_str(attrs).map_err(|e| {
+            Error::invalid_argument(format!("results {path:?}: attrs_json does not parse: {e}"))
+        })?;
+        let data = match batch {
+            Some(b) => Some(b.import()?),
+            None => None,
+        };
+        w.add_result(&path, &attrs, data)
+    })
+}
+
+/// JSON parts (chromdata-zarr.md §12): ("uns", NULL, a tagged-JSON dict; inline ndarray
+/// tags of any size, the writer applies the 64-element rule), ("contacts", NULL, an array
+/// of records with "key" and "path"), ("links", NULL, the same) — the writer adds
+/// "relative_path" where §12 asks — and ("intervals", key, `{"source_result": ...}`) for
+/// a table added with `dc_chromdata_writer_add_table`.
+///
+/// An empty `key` is the same as NULL.
+///
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (unknown kind, bad JSON, a key for another kind),
+/// `DC_ERR_NOT_FOUND` (unknown intervals key), `DC_ERR_EXISTS` (set twice, record keys
+/// repeated), `DC_ERR_UNSUPPORTED` (an ndarray dtype Zarr cannot store).
+///
+/// # Safety
+/// `w` NULL or a live handle; `kind`, `json` NUL-terminated strings; `key` NULL or one.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_set_json(
+    w: *mut dc_chromdata_writer,
+    kind: *const c_char,
+    key: *const c_char,
+    json: *const c_char,
+) -> dc_status {
+    with_mut(w, |w| {
+        // SAFETY: NUL-terminated strings (key may be NULL) per the caller.
+        let (kind, key, json) = unsafe {
+            (
+                str_in(kind, "kind")?,
+                nonempty_str_in(key, "key")?,
+                str_in(json, "json")?,
+            )
+        };
+        w.set_json(kind, key, json)
+    })
+}
+
+/// Rewrites a store (any version, layout, directory or .cdz) into another layout and
+/// place with everything it holds, keeping the original row order recoverable
+/// (source_row); e.g. a 2.0 / 2.1 store into 2.2. Streaming, under the writer's default
+/// memory budget; `dst` ending in `.cdz` writes a zip. `overwrite` non-zero replaces a
+/// store at `dst`.
+///
+/// Errors: those of `dc_chromdata_open` for `src`; `DC_ERR_EXISTS` (a store at `dst` and
+/// `overwrite` 0, or something else there); `DC_ERR_INVALID_ARGUMENT` (NULL, a bad
+/// layout, `dst` is `src`); `DC_ERR_IO`.
+///
+/// # Safety
+/// `src`, `dst` are NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_rewrite(
+    src: *const c_char,
+    dst: *const c_char,
+    layout: super::chromdata::dc_layout,
+    overwrite: std::ffi::c_int,
+) -> dc_status {
+    guard(|| {
+        // SAFETY: NUL-terminated strings per the caller.
+        let (src, dst) = unsafe { (str_in(src, "src")?, str_in(dst, "dst")?) };
+        let layout = match layout {
+            DC_LAYOUT_FLAT => Layout::Flat,
+            DC_LAYOUT_PARTITIONED => Layout::Partitioned,
+            DC_LAYOUT_PRIMARY_COORDS => Layout::PrimaryCoords,
+            l => {
+                return Err(Error::invalid_argument(format!(
+                    "layout {l} is not a dc_layout (0, 1 or 2)"
+                )))
+            }
+        };
+        let opts = crate::chromdata::RewriteOptions {
+            layout,
+            overwrite: overwrite != 0,
+            ..Default::default()
+        };
+        crate::chromdata::rewrite(
+            std::path::Path::new(src),
+            std::path::Path::new(dst),
+            &opts,
+            &crate::progress::Silent,
+        )
+    })
 }

@@ -73,12 +73,15 @@ fn buffer_too_small(needed: u64, message: String) -> Error {
     Error::new(ErrorKind::BufferTooSmall { needed }, message)
 }
 
-/// Opens the dataset directory `path` and validates its `manifest.json` (format, version,
-/// and the consistency of every count). Tiles are read on demand.
+/// Opens the dataset at `path` — a directory, a `file://` URL, or an object-store URL
+/// (`s3://bucket/prefix`, `gs://…`, `az://…`, `http(s)://…`; settings from the environment,
+/// see `dc_dataset_open_opts`) — and validates its `manifest.json` (format, version, and the
+/// consistency of every count). Tiles are read on demand.
 ///
-/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8), `DC_ERR_NOT_FOUND` (no such
-/// directory, or no manifest.json: an incomplete dataset), `DC_ERR_FORMAT` (bad manifest),
-/// `DC_ERR_UNSUPPORTED` (another format or version), `DC_ERR_IO`.
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, a malformed URL), `DC_ERR_NOT_FOUND`
+/// (no such directory or prefix, or no manifest.json: an incomplete dataset),
+/// `DC_ERR_FORMAT` (bad manifest), `DC_ERR_UNSUPPORTED` (another format or version; a URL in
+/// a build without remote storage), `DC_ERR_IO`.
 ///
 /// # Safety
 /// `path` is a NUL-terminated string; `out` is writable.
@@ -87,11 +90,42 @@ pub unsafe extern "C" fn dc_dataset_open(
     path: *const c_char,
     out: *mut *mut dc_dataset,
 ) -> dc_status {
+    // SAFETY: forwarded caller guarantees; no options.
+    unsafe { dc_dataset_open_opts(path, std::ptr::null(), 0, out) }
+}
+
+/// Like `dc_dataset_open`, with `n_options` settings `"key=value"` (C API §7):
+/// object-store settings under the `object_store` crate's names (`aws_endpoint`,
+/// `aws_region`, `aws_access_key_id`, `aws_secret_access_key`, `allow_http`,
+/// `google_service_account`, `azure_storage_account_name`, …), and the library's
+/// `max_concurrency` (requests in flight per handle, 1..1024, default 16), `timeout_ms` (per
+/// request, default 30000) and `retries` (default 5, exponential backoff). What is not given
+/// comes from the standard environment variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
+/// …). Remote reads: one GET per tile (the tiles of a gather concurrently), obs and var by
+/// byte ranges; after the retries a failure is `DC_ERR_IO` naming the URL, the operation and
+/// the HTTP status or transport error; no call waits past its timeouts. Credentials never
+/// appear in messages.
+///
+/// Errors: those of `dc_dataset_open`; `DC_ERR_INVALID_ARGUMENT` (an unknown key, a bad
+/// value, `options` NULL with `n_options` > 0).
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `options` is NULL (only with `n_options` = 0) or
+/// points to `n_options` NUL-terminated strings; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_dataset_open_opts(
+    path: *const c_char,
+    options: *const *const c_char,
+    n_options: usize,
+    out: *mut *mut dc_dataset,
+) -> dc_status {
     new_handle(out, || {
         // SAFETY: caller guarantees a NUL-terminated string (or NULL, rejected).
         let path = unsafe { str_in(path, "path")? };
+        // SAFETY: caller guarantees n_options strings at options.
+        let options = unsafe { strs_in(options, n_options, "options")? };
         Ok(DatasetHandle {
-            dataset: Arc::new(Dataset::open(path)?),
+            dataset: Arc::new(Dataset::open_url(path, &options)?),
             names: OnceLock::new(),
         })
     })

@@ -6,6 +6,7 @@ use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 
 use crate::dataset::{DatasetWriter, WriterOptions, WriterParam};
 use crate::error::{Error, Result};
+use crate::storage::Root;
 
 use super::args::{null_arg, slice_in, str_in, strs_in, Out};
 use super::arrow::BatchIn;
@@ -41,14 +42,17 @@ pub const DC_WRITER_OBS_MAX_CATEGORIES: dc_writer_param = 6;
 
 /// Starts writing a dataset of `n_genes` columns to the directory `path` (its parent must
 /// exist). Everything is written to a hidden temporary directory next to it,
-/// `.<name>.tmp-<pid>-<random>`, and moved into place by `dc_writer_finish`.
+/// `.<name>.tmp-<pid>-<random>`, and moved into place by `dc_writer_finish`. `path` may also
+/// be an object-store URL (`s3://bucket/prefix`, `gs://…`, `az://…`; settings from the
+/// environment, see `dc_writer_create_opts`).
 ///
 /// Whether `path` may already exist is decided by `DC_WRITER_OVERWRITE`, which can be set
 /// after this call: the check is made by the first `dc_writer_append_csr` and again by
 /// `dc_writer_finish` (`DC_ERR_EXISTS`).
 ///
 /// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, n_genes not in 1..2^31, a path without
-/// a final name), `DC_ERR_NOT_FOUND` (parent directory), `DC_ERR_IO`.
+/// a final name, a malformed URL), `DC_ERR_NOT_FOUND` (parent directory),
+/// `DC_ERR_UNSUPPORTED` (an http(s):// URL, which is read only), `DC_ERR_IO`.
 ///
 /// # Safety
 /// `path` is a NUL-terminated string; `out` is writable.
@@ -58,10 +62,39 @@ pub unsafe extern "C" fn dc_writer_create(
     n_genes: u32,
     out: *mut *mut dc_writer,
 ) -> dc_status {
+    // SAFETY: forwarded caller guarantees; no options.
+    unsafe { dc_writer_create_opts(path, n_genes, std::ptr::null(), 0, out) }
+}
+
+/// Like `dc_writer_create`, with `n_options` settings `"key=value"` (as for
+/// `dc_dataset_open_opts`). To an object store, each tile is uploaded (one PUT) as soon as
+/// it is encoded; obs shards and the other files are built in a local spill directory
+/// (`$DELTACELLS_SPILL_DIR`, else the system's temporary directory) and uploaded by
+/// `dc_writer_finish`, which uploads `manifest.json` last: a prefix without it is not a
+/// dataset, so a write that dies leaves nothing that opens. With `DC_WRITER_OVERWRITE`, the
+/// old manifest is deleted before the first tile is uploaded.
+///
+/// Errors: those of `dc_writer_create`; `DC_ERR_INVALID_ARGUMENT` (an unknown key, a bad
+/// value, `options` NULL with `n_options` > 0).
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `options` is NULL (only with `n_options` = 0) or
+/// points to `n_options` NUL-terminated strings; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_writer_create_opts(
+    path: *const c_char,
+    n_genes: u32,
+    options: *const *const c_char,
+    n_options: usize,
+    out: *mut *mut dc_writer,
+) -> dc_status {
     new_handle(out, || {
         // SAFETY: caller guarantees a NUL-terminated string (or NULL, rejected).
         let path = unsafe { str_in(path, "path")? };
-        DatasetWriter::create_deferred(path, n_genes, WriterOptions::default())
+        // SAFETY: caller guarantees n_options strings at options.
+        let options = unsafe { strs_in(options, n_options, "options")? };
+        let root = Root::parse(path, &options)?;
+        DatasetWriter::create_deferred_at(root, n_genes, WriterOptions::default())
     })
 }
 

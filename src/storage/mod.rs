@@ -1,8 +1,19 @@
 //! Where bytes live. One layer for every writer and reader of the library: local files
-//! (`fs`); `.cdz` members and object stores are added beside it.
+//! (`fs`), and object stores at URLs (`remote`, behind the `remote` cargo feature), named by
+//! a [`Location`] (a path or a URL) with [`Options`].
 //!
-//! Writers are atomic through this layer: they build their output in a hidden temporary
-//! sibling of the target, and publish it by renaming it into place once every file and
-//! directory in it is on disk.
+//! Local writers are atomic through this layer: they build their output in a hidden
+//! temporary sibling of the target, and publish it by renaming it into place once every file
+//! and directory in it is on disk. Remote writers upload their parts and write the object
+//! that makes the whole visible last (see `upload`).
 
 pub mod fs;
+pub mod location;
+pub mod options;
+#[cfg(feature = "remote")]
+pub mod remote;
+mod root;
+
+pub use location::{Location, RemoteUrl, Scheme};
+pub use options::Options;
+pub use root::Root;

@@ -66,7 +66,9 @@ def make_dataset(name, rng, *, n_cells, n_traces, has_coords, coord_dtype, cell_
     cell_cats = None
     if n_cells:
         cell_cats = list(range(10, 10 + n_cells)) if cell_int else [f"cell{i}" for i in range(n_cells)]
-        cell_cats = cell_cats + ([77] if cell_int else ["c_unused"])
+        # Not sorted, with an unused category: readers and writers keep given category lists
+        # as they are (§16); codes are positions in them.
+        cell_cats = cell_cats[:1] + cell_cats[:0:-1] + ([77] if cell_int else ["c_unused"])
 
     # Spots: each (cell, trace) has some loci; some traces span two chromosomes.
     spots = []

@@ -23,6 +23,11 @@ import pyarrow.parquet as pq
 import zarr
 
 
+PA_TYPES = {"bool": pa.bool_(), "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(),
+            "int64": pa.int64(), "uint8": pa.uint8(), "uint16": pa.uint16(), "uint32": pa.uint32(),
+            "uint64": pa.uint64(), "float32": pa.float32(), "float64": pa.float64(), "string": pa.string()}
+
+
 class Store:
     def __init__(self, path):
         self.path = path
@@ -212,7 +217,8 @@ def main():
         name = d["name"]
         st = d["storage"]
         if st in ("spots", "primary"):
-            v = primary.column(name).combine_chunks() if primary is not None else pa.array([], type=pa.null())
+            typ = pa.int16() if d["type"] == "categorical" else PA_TYPES[d["type"]]
+            v = col_or_empty(primary, name, typ)
         elif st == "bins":
             v = bins.column(d["source"]).combine_chunks().take(pa.array(bins_np))
         else:
@@ -231,11 +237,11 @@ def main():
         stt = tables["spot_tracks"]
         t = s.table(stt["path"]) if "path" in stt else concat_files(stt["files"])
         for c in stt["columns"]:
-            out_cols["spot_tracks/" + c["name"]] = t.column(c["name"]).combine_chunks()
+            out_cols["spot_tracks/" + c["name"]] = col_or_empty(t, c["name"], PA_TYPES[c["type"]])
     for L in tables.get("layers", []):
         t = s.table(L["path"]) if "path" in L else concat_files(L["files"])
         for a in "xyz":
-            out_cols[f"layers/{L['key']}/{a}"] = t.column(a).combine_chunks()
+            out_cols[f"layers/{L['key']}/{a}"] = col_or_empty(t, a, PA_TYPES[L["type"]])
     # Stored -> canonical: partitioned files are chromosome-major.
     tbl = pa.table(out_cols)
     if layout == "partitioned" and n:

@@ -10,6 +10,9 @@ use std::sync::OnceLock;
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::DataType;
+use deltacells::chromdata::{CatValue, ChromData, Columns};
+use deltacells::ErrorKind;
+use serde_json::Value;
 
 /// Directory holding the generated stores and `manifest.json`, or None (test skipped) when
 /// python3 lacks pyarrow / zarr>=3 / pandas / numpy. CI installs them (scripts/test.sh).
@@ -156,4 +159,61 @@ pub fn sort_by(b: &RecordBatch, col: &str) -> RecordBatch {
     let mut idx: Vec<u64> = (0..b.num_rows() as u64).collect();
     idx.sort_by_key(|&i| c.value(i as usize));
     arrow_select::take::take_record_batch(b, &arrow_array::UInt64Array::from(idx)).unwrap()
+}
+
+/// The column selection of a manifest query.
+pub fn columns_of(v: &Value) -> Columns {
+    match v {
+        Value::String(s) if s == "all" => Columns::All,
+        Value::String(s) if s == "coords" => Columns::Coords,
+        Value::Array(a) => {
+            Columns::Names(a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+        }
+        other => panic!("bad columns {other}"),
+    }
+}
+
+/// The trace / cell id of a manifest query.
+pub fn id_of(v: &Value) -> CatValue {
+    match v {
+        Value::String(s) => CatValue::Str(s.clone()),
+        Value::Number(n) => CatValue::Int(n.as_i64().unwrap()),
+        other => panic!("bad id {other}"),
+    }
+}
+
+/// The error kind named by a manifest query.
+pub fn kind_of(s: &str) -> ErrorKind {
+    match s {
+        "NotFound" => ErrorKind::NotFound,
+        "Format" => ErrorKind::Format,
+        "Unsupported" => ErrorKind::Unsupported,
+        other => panic!("unknown kind {other}"),
+    }
+}
+
+/// Runs a query of make_stores.py's manifest on `cd`.
+pub fn run(cd: &ChromData, q: &Value) -> deltacells::Result<arrow_array::RecordBatch> {
+    let cols = || columns_of(&q["columns"]);
+    match q["kind"].as_str().unwrap() {
+        "get_trace" => cd.get_trace(&id_of(&q["id"]), &cols()),
+        "get_cell" => cd.get_cell(&id_of(&q["id"]), &cols()),
+        "get_chrom" => cd.get_chrom(q["id"].as_str().unwrap(), &cols()),
+        "read_spots" => cd.read_spots(q["original_order"].as_bool().unwrap(), &cols()),
+        "by_spot_id" => cd
+            .read_spots(false, &Columns::All)
+            .map(|b| sort_by(&b, "spot_id")),
+        "table" => cd.table(q["name"].as_str().unwrap()),
+        "categories" => cd
+            .categories(q["table"].as_str().unwrap(), q["column"].as_str().unwrap())
+            .map(|a| {
+                arrow_array::RecordBatch::try_from_iter_with_nullable([("category", a, true)])
+                    .unwrap()
+            }),
+        "keys" => cd.keys(q["what"].as_str().unwrap()).map(|k| {
+            let a: arrow_array::ArrayRef = std::sync::Arc::new(arrow_array::StringArray::from(k));
+            arrow_array::RecordBatch::try_from_iter_with_nullable([("key", a, true)]).unwrap()
+        }),
+        k => panic!("unknown query kind {k}"),
+    }
 }

@@ -422,8 +422,18 @@ static void test_chromdata_writer(const std::string &dir) {
     dc::ArrowArrayOwner batch;
     dc::ArrowSchemaOwner schema;
     make_table(cols, batch, schema);
+    dc::ArrowArrayOwner cats;
+    dc::ArrowSchemaOwner cats_schema;
+    make_table({{"category", "u", {}, {}, {"t1", "t2", "unused"}}}, cats, cats_schema);
+    w.set_categories("trace_id", cats, cats_schema); // unused category kept
+    CHECK(!cats.valid());
     w.append(batch, schema);
     CHECK(!batch.valid() && schema.valid()); // batch moved in, schema borrowed
+    w.add_result({"m"}, "{\"type\":\"mapping\",\"kind\":\"k\"}");
+    w.add_result({"m", "v"}, "{\"type\":\"json\",\"value\":[1,2]}");
+    EXPECT_ERROR(DC_ERR_NOT_FOUND, w.add_result({"x", "v"}, "{\"type\":\"json\",\"value\":1}"));
+    w.set_json("uns", "", "{\"a\":1}");
+    EXPECT_ERROR(DC_ERR_INVALID_ARGUMENT, w.set_json("uns2", "", "{}"));
     dc::ArrowArrayOwner bad;
     dc::ArrowSchemaOwner bad_schema;
     make_table({{"chrom", "u", {}, {}, {"chr1"}}}, bad, bad_schema); // no trace_id
@@ -435,14 +445,14 @@ static void test_chromdata_writer(const std::string &dir) {
     EXPECT_ERROR(DC_ERR_STATE, moved.finish());
     dc::ChromDataWriter abandoned(dir + "/abandoned.cdz");
   }
-  CHECK(arrays_released == before + 2);
+  CHECK(arrays_released == before + 3);
   EXPECT_ERROR(DC_ERR_NOT_FOUND, dc::ChromData(dir + "/abandoned.cdz"));
   EXPECT_ERROR(DC_ERR_EXISTS, dc::ChromDataWriter(path).finish());
   EXPECT_ERROR(DC_ERR_NOT_FOUND, dc::ChromDataWriter(dir + "/no/such/dir.cdz"));
 
   dc::ChromData cd(path);
   dc_chromdata_info info = cd.info();
-  CHECK(info.n_spots == 7 && info.n_traces == 2 && info.layout == DC_LAYOUT_PARTITIONED);
+  CHECK(info.n_spots == 7 && info.n_traces == 3 && info.layout == DC_LAYOUT_PARTITIONED);
   test_typed_query(cd);
   dc::ArrowStream t1 = cd.get_trace("t1", {"coords"});
   CHECK(count_rows(t1).first == 3);
@@ -463,6 +473,15 @@ static void test_chromdata_writer(const std::string &dir) {
     for (int64_t i = 0; i < x->length; i++) xs.push_back(v[x->offset + i]);
   }
   CHECK((xs == std::vector<double>{1, 2, 3, 4, 5, 6, 7}));
+  CHECK(cd.attrs("results", {"m"}) == "{\"type\":\"mapping\",\"kind\":\"k\",\"keys\":[\"v\"]}");
+  CHECK(cd.attrs("uns") == "{\"a\":1}");
+  EXPECT_ERROR(DC_ERR_NOT_FOUND, cd.attrs("results", {"nope"}));
+  // rewrite into 2.2: the given category list and the results come along
+  dc::rewrite(path, dir + "/spots22.chromdata.zarr");
+  dc::ChromData re(dir + "/spots22.chromdata.zarr");
+  CHECK(re.info().layout == DC_LAYOUT_PRIMARY_COORDS && re.info().n_traces == 3);
+  CHECK(re.attrs("results", {"m", "v"}) == "{\"type\":\"json\",\"value\":[1,2]}");
+  EXPECT_ERROR(DC_ERR_EXISTS, dc::rewrite(path, dir + "/spots22.chromdata.zarr"));
 }
 
 static void test_chromdata(const std::string &stores) {

@@ -49,16 +49,19 @@ def cstrings(items: Sequence[str]) -> tuple[Any, int]:
     return arr, len(items)
 
 
-def open_handle(plain: Callable[..., int], with_options: Optional[str], source: str,
+def open_handle(plain: Callable[..., int], with_options: Union[None, str, Callable[..., int]], source: str,
                 options: list[str], *middle: Any) -> ctypes.c_void_p:
     """Opens through ``plain(source, *middle, &h)``, or ``<with_options>(source, *middle,
     options, n, &h)`` when options are given (contract §7, remote storage)."""
     handle = ctypes.c_void_p()
     if options:
-        fn = getattr(_capi, with_options, None) if with_options else None
+        if callable(with_options):
+            fn = with_options
+        else:
+            fn = getattr(_capi, with_options, None) if with_options else None
         if fn is None:
             raise UnsupportedError(
-                _capi.DC_ERR_UNSUPPORTED, with_options or plain.__name__,
+                _capi.DC_ERR_UNSUPPORTED, str(with_options or plain.__name__),
                 "this build of libdeltacells takes no open options (contract §7 not implemented yet)")
         arr, n = cstrings(options)
         call(fn, source.encode(), *middle, arr, n, ctypes.byref(handle))

@@ -329,6 +329,48 @@ class ChromDataWriter(Handle):
             call(_capi.dc_chromdata_writer_add_table, self._live(), collection.encode(), key.encode(),
                  None if not kind else kind.encode(), array, schema)
 
+    def set_categories(self, column: str, categories: Sequence[Any]) -> None:
+        """The category list of "trace_id", "cell_id" or an extra categorical column, kept
+        in this order with unused categories; before the first append
+        (``dc_chromdata_writer_set_categories``)."""
+        self._one_table(lambda h, a, s: _capi.dc_chromdata_writer_set_categories(h, column.encode(), a, s),
+                        pa.table({"category": pa.array(list(categories))}))
+
+    def set_table(self, name: Literal["traces", "cells"], table: Any) -> None:
+        """The traces / cells annotation table; first column trace_id / cell_id
+        (``dc_chromdata_writer_set_table``)."""
+        self._one_table(lambda h, a, s: _capi.dc_chromdata_writer_set_table(h, name.encode(), a, s), table)
+
+    def add_array(self, kind: Literal["cellm", "binm"], key: str, values: Any) -> None:
+        """A cellm / binm array (a NumPy array; first dimension n_cells / n_bins)
+        (``dc_chromdata_writer_add_array``)."""
+        batch = _array_batch(values)
+        with _arrow.exported(batch) as (array, schema):
+            call(_capi.dc_chromdata_writer_add_array, self._live(), kind.encode(), key.encode(), array, schema)
+
+    def add_result(self, path: Sequence[str], attrs: dict, data: Any = None) -> None:
+        """A results entry: ``attrs`` with "type" (table, array, json, mapping) and optional
+        provenance; ``data`` a table or a NumPy array for tables and arrays
+        (``dc_chromdata_writer_add_result``)."""
+        import json
+
+        arr, n = cstrings(list(path))
+        text = json.dumps(attrs).encode()
+        if data is None:
+            call(_capi.dc_chromdata_writer_add_result, self._live(), arr, n, text, None, None)
+            return
+        batch = _array_batch(data) if attrs.get("type") == "array" else _arrow.one_batch(data)
+        with _arrow.exported(batch) as (array, schema):
+            call(_capi.dc_chromdata_writer_add_result, self._live(), arr, n, text, array, schema)
+
+    def set_json(self, kind: str, value: Any, key: Optional[str] = None) -> None:
+        """"uns" (tagged-JSON dict), "contacts" / "links" (lists of records), or
+        "intervals" with ``key`` and ``{"source_result": ...}`` (``dc_chromdata_writer_set_json``)."""
+        import json
+
+        call(_capi.dc_chromdata_writer_set_json, self._live(), kind.encode(),
+             None if key is None else key.encode(), json.dumps(value).encode())
+
     def finish(self) -> None:
         """External sort, index, metadata, atomic rename (``dc_chromdata_writer_finish``)."""
         call(_capi.dc_chromdata_writer_finish, self._live())
@@ -338,3 +380,22 @@ class ChromDataWriter(Handle):
         with _arrow.exported(batch) as (array, schema):
             call(fn, self._live(), array, schema)
 
+
+
+def _array_batch(values: Any) -> pa.RecordBatch:
+    """A NumPy array as the one-column batch of ``dc_chromdata_array``: nested fixed-size
+    lists, the shape in the field metadata."""
+    import json
+
+    a = np.ascontiguousarray(values)
+    col: pa.Array = pa.array(a.reshape(-1))
+    for d in reversed(a.shape[1:]):
+        col = pa.FixedSizeListArray.from_arrays(col, int(d))
+    field = pa.field("value", col.type, nullable=False, metadata={"shape": json.dumps(list(a.shape))})
+    return pa.RecordBatch.from_arrays([col], schema=pa.schema([field]))
+
+
+def rewrite(src: PathOrUrl, dst: PathOrUrl, *, layout: str = "primary_coords", overwrite: bool = False) -> None:
+    """Writes store ``src`` (any version, layout, directory or .cdz) again at ``dst`` in
+    ``layout`` with everything it holds (``dc_chromdata_rewrite``)."""
+    call(_capi.dc_chromdata_rewrite, str(src).encode(), str(dst).encode(), LAYOUTS[layout], 1 if overwrite else 0)

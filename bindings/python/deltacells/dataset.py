@@ -139,7 +139,7 @@ class Dataset(Handle):
         self._settings: dict[str, int] = {}
         self._cache_dir: Optional[str] = None
         self._var_names: Optional[list[str]] = None
-        self._h = open_handle(_capi.dc_dataset_open, "dc_dataset_open_opts", self._source, self._options)
+        self._h = open_handle(_capi.dc_dataset_open, _capi.dc_dataset_open_opts, self._source, self._options)
         info = _capi.dc_dataset_info()
         call(_capi.dc_dataset_info_get, self._h, ctypes.byref(info))
         values = {f: getattr(info, f) for f, _ in _capi.dc_dataset_info._fields_}

@@ -70,7 +70,7 @@ class Writer(Handle):
         self._source = normalize_source(path_or_url)
         self._n_genes = int(n_genes)
         self._rows = 0
-        self._h = open_handle(_capi.dc_writer_create, "dc_writer_create_opts", self._source,
+        self._h = open_handle(_capi.dc_writer_create, _capi.dc_writer_create_opts, self._source,
                               option_strings(options), ctypes.c_uint32(self._n_genes))
         self.set(**{k: v for k, v in settings.items() if v is not None})
 

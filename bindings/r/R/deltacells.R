@@ -171,9 +171,28 @@ dc_version <- function() .Call(dcr_versions)
 # ---------------------------------------------------------------------------------------
 # Datasets
 
-dc_open <- function(path) {
+# Options of a path or URL (C API section 7): a named character vector or list
+# (c(aws_region = "eu-west-1")) or "key=value" strings, as "key=value" strings.
+.dc_options <- function(options) {
+  if (is.null(options) || length(options) == 0L) return(NULL)
+  if (is.list(options)) options <- unlist(options)
+  if (!is.character(options) && !is.numeric(options))
+    .dc_arg_stop("'options' must be a named character vector, a named list or \"key=value\" strings")
+  if (anyNA(options)) .dc_arg_stop("'options' must not contain NA")
+  keys <- names(options)
+  if (is.null(keys)) keys <- rep("", length(options))
+  values <- as.character(options)
+  ifelse(nzchar(keys), paste0(keys, "=", values), values)
+}
+
+# A local path is expanded (~); a URL is passed as given.
+.dc_location <- function(path) {
+  if (grepl("^[A-Za-z][A-Za-z0-9+.-]*://", path)) path else path.expand(path)
+}
+
+dc_open <- function(path, options = NULL) {
   path <- .check_string(path, "path")
-  ptr <- .Call(dcr_open, path.expand(path))
+  ptr <- .Call(dcr_open, .dc_location(path), .dc_options(options))
   cache <- new.env(parent = emptyenv())
   structure(list(ptr = ptr, path = path, cache = cache), class = "deltacells_dataset")
 }
@@ -298,8 +317,9 @@ dc_var_table <- function(ds) {
 
 dc_write <- function(mat, path, obs = NULL, var = NULL, var_names = rownames(mat),
                      tile_size = NULL, n_chunks = NULL, zstd_level = NULL, threads = NULL,
-                     overwrite = FALSE) {
+                     overwrite = FALSE, options = NULL) {
   path <- .check_string(path, "path")
+  options <- .dc_options(options)
   if (!methods::is(mat, "Matrix") && !is.matrix(mat))
     .dc_arg_stop("'mat' must be a sparse (dgCMatrix) or dense matrix, genes x cells")
   if (!inherits(mat, "dgCMatrix")) mat <- methods::as(methods::as(mat, "CsparseMatrix"), "generalMatrix")
@@ -344,9 +364,9 @@ dc_write <- function(mat, path, obs = NULL, var = NULL, var_names = rownames(mat
                          threads = .check_count(threads, "threads", 0, 2^31 - 1),
                          overwrite = as.numeric(.check_flag(overwrite, "overwrite"))),
                     .writer_params)
-  .Call(dcr_write, path.expand(path), as.numeric(nrow(mat)), mat@p, mat@i, mat@x, var_names,
+  .Call(dcr_write, .dc_location(path), as.numeric(nrow(mat)), mat@p, mat@i, mat@x, var_names,
         if (is.null(obs)) NULL else as.list(obs), if (is.null(var)) NULL else as.list(var),
-        params)
+        params, options)
   invisible(path)
 }
 
@@ -565,7 +585,8 @@ print.deltacells_cd_iter <- function(x, ...) {
 cd_write <- function(spots, path, layout = c("primary_coords", "partitioned", "flat"),
                      coord_float32 = FALSE, memory_budget = NULL, threads = NULL,
                      overwrite = FALSE, bins = NULL, bin_tracks = NULL, intervals = list(),
-                     points = list()) {
+                     points = list(), traces = NULL, cells = NULL, cellm = NULL, binm = NULL,
+                     results = NULL, uns = NULL, contacts = NULL, links = NULL) {
   if (!is.data.frame(spots)) .dc_arg_stop("'spots' must be a data.frame")
   path <- .check_string(path, "path")
   layout <- match.arg(layout)
@@ -598,9 +619,13 @@ cd_write <- function(spots, path, layout = c("primary_coords", "partitioned", "f
       x <- x$table
     }
     extras <- c(extras, list(list(2L, key, kind, table_of(x, paste0("intervals$", key)))))
+    if (!is.data.frame(intervals[[key]]) && !is.null(intervals[[key]]$source_result))
+      extras <- c(extras, list(list(7L, key, "intervals",
+                                    .json_out(list(source_result = intervals[[key]]$source_result)))))
   }
   for (key in names(named(points, "points")))
     extras <- c(extras, list(list(3L, key, NULL, table_of(points[[key]], paste0("points$", key)))))
+  extras <- c(extras, .content_extras(traces, cells, cellm, binm, results, uns, contacts, links))
   .Call(dcr_cd_write, path.expand(path), as.list(spots), params, extras)
   invisible(path)
 }

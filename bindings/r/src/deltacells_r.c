@@ -234,11 +234,13 @@ static void cd_writer_finalizer(SEXP p)
   R_ClearExternalPtr(p);
 }
 
-static SEXP dcr_open(SEXP path)
+static SEXP dcr_open(SEXP path, SEXP options)
 {
   const char *cpath = string_arg(path, "path");
+  size_t n_options = 0;
+  const char *const *opts = strings_arg(options, &n_options, "options");
   dc_dataset *ds = NULL;
-  DCR_CHECK(dc_dataset_open(cpath, &ds), "dc_dataset_open");
+  DCR_CHECK(dc_dataset_open_opts(cpath, opts, n_options, &ds), "dc_dataset_open_opts");
   SEXP p = PROTECT(R_MakeExternalPtr(ds, Rf_install("deltacells_dataset"), R_NilValue));
   R_RegisterCFinalizerEx(p, dataset_finalizer, TRUE);
   UNPROTECT(1);
@@ -963,6 +965,120 @@ static SEXP dcr_cd_query(SEXP p, SEXP what, SEXP id, SEXP columns, SEXP int64)
   return out;
 }
 
+
+/* ---------------------------------------------------------------------------------------
+ * Pass-through content (C API 1.1 §5.1): attributes as JSON text, arrays, results tables
+ * ------------------------------------------------------------------------------------- */
+
+/* The value of key `key` in Arrow metadata bytes (int32 count, then int32-length keys and
+ * values), as an R string, or R_NilValue. */
+static SEXP metadata_value(const char *m, const char *key)
+{
+  if (!m) return R_NilValue;
+  int32_t n, kl, vl;
+  memcpy(&n, m, 4);
+  const char *at = m + 4;
+  for (int32_t i = 0; i < n; i++) {
+    memcpy(&kl, at, 4);
+    const char *k = at + 4;
+    memcpy(&vl, k + kl, 4);
+    const char *v = k + kl + 4;
+    if ((size_t)kl == strlen(key) && memcmp(k, key, (size_t)kl) == 0)
+      return Rf_ScalarString(Rf_mkCharLenCE(v, vl, CE_UTF8));
+    at = v + vl;
+  }
+  return R_NilValue;
+}
+
+/* The elements of an array batch (one column "value": primitive or nested fixed-size
+ * lists) as list(values = R vector row-major, shape = JSON text of the shape). */
+static SEXP array_values(arrow_holder *h)
+{
+  const struct ArrowSchema *col = h->schema.n_children == 1 ? h->schema.children[0] : NULL;
+  if (!col) dcr_error("an array batch has one column");
+  SEXP shape = PROTECT(metadata_value(col->metadata, "shape"));
+  const struct ArrowSchema *leaf = col;
+  int64_t per_row = 1;
+  while (leaf->format[0] == '+' && leaf->format[1] == 'w') {
+    per_row *= strtoll(leaf->format + 3, NULL, 10);
+    leaf = leaf->children[0];
+  }
+  const char *err;
+  enum col_kind k = kind_of(leaf->format, &err);
+  if (err || k == K_STRING || k == K_NULL) dcr_unsupported("array elements of Arrow type '%s'", leaf->format);
+  R_xlen_t n = 0;
+  for (size_t b = 0; b < h->n_batches; b++) n += (R_xlen_t)(h->batches[b].length * per_row);
+  SEXP out = PROTECT(Rf_allocVector(k == K_INT ? INTSXP : k == K_LOGICAL ? LGLSXP : REALSXP, n));
+  R_xlen_t at = 0;
+  for (size_t b = 0; b < h->n_batches; b++) {
+    const struct ArrowArray *a = h->batches[b].children[0];
+    int64_t start = h->batches[b].offset + a->offset, count = h->batches[b].length;
+    const struct ArrowSchema *s = col;
+    while (s->format[0] == '+' && s->format[1] == 'w') {
+      int64_t size = strtoll(s->format + 3, NULL, 10);
+      a = a->children[0];
+      start = start * size + a->offset;
+      count *= size;
+      s = s->children[0];
+    }
+    for (int64_t i = 0; i < count; i++, at++) {
+      int64_t j = start + i;
+      if (k == K_INT) INTEGER(out)[at] = (int)num_at(leaf->format, a, j - a->offset);
+      else if (k == K_LOGICAL) LOGICAL(out)[at] = bit(a->buffers[1], j);
+      else if (k == K_INT64) {
+        uint64_t big;
+        int64_t v = int_at(leaf->format, a, j - a->offset, &big);
+        REAL(out)[at] = big ? (double)big : (double)v;
+      } else REAL(out)[at] = num_at(leaf->format, a, j - a->offset);
+    }
+  }
+  SEXP res = PROTECT(Rf_allocVector(VECSXP, 2));
+  SET_VECTOR_ELT(res, 0, out);
+  SET_VECTOR_ELT(res, 1, shape);
+  UNPROTECT(3);
+  return res;
+}
+
+/* what 0: dc_chromdata_attrs (JSON text); 1: dc_chromdata_array (list(values, shape));
+ * 2: dc_chromdata_result_table (columns). `path`: character vector (may be empty). */
+static SEXP dcr_cd_content(SEXP p, SEXP what, SEXP kind, SEXP path, SEXP int64)
+{
+  dc_chromdata *cd = (dc_chromdata *)handle(p, "deltacells_chromdata");
+  int w = (int)int64_arg(what, "what", 0, 2);
+  const char *ckind = w == 2 ? NULL : string_arg(kind, "kind");
+  size_t n = 0;
+  const char *const *cpath = strings_arg(path, &n, "path");
+  int mode = int64_mode_arg(int64);
+  if (w == 0) {
+    uint8_t *json = NULL;
+    size_t len = 0;
+    DCR_CHECK(dc_chromdata_attrs(cd, ckind, cpath, n, &json, &len), "dc_chromdata_attrs");
+    SEXP out = PROTECT(Rf_allocVector(STRSXP, 1));
+    SET_STRING_ELT(out, 0, Rf_mkCharLenCE((const char *)json, (int)len, CE_UTF8));
+    dc_bytes_free(json, len);
+    UNPROTECT(1);
+    return out;
+  }
+  SEXP keep;
+  arrow_holder *h = new_holder(&keep);
+  PROTECT(keep);
+  dc_status st = w == 1 ? dc_chromdata_array(cd, ckind, cpath, n, &h->stream)
+                        : dc_chromdata_result_table(cd, cpath, n, &h->stream);
+  if (st != DC_OK) dcr_fail(st, w == 1 ? "dc_chromdata_array" : "dc_chromdata_result_table");
+  SEXP out;
+  if (w == 1) {
+    read_stream(h);
+    out = PROTECT(array_values(h));
+    arrow_holder_free(h);
+    R_ClearExternalPtr(keep);
+    UNPROTECT(1);
+  } else {
+    out = finish_stream(keep, h, mode);
+  }
+  UNPROTECT(1);
+  return out;
+}
+
 /* Iteration over a store in batches of whole runs (what 0: dc_chromdata_iter_traces) or
  * cell segments (1: dc_chromdata_iter_cells): an external pointer "deltacells_stream"
  * holding the stream (released by dcr_close or the garbage collector); dcr_stream_next
@@ -1360,9 +1476,11 @@ static batch_holder *table_arg(SEXP df, const char *what, R_xlen_t rows, const c
 /* Writes a dgCMatrix (genes x cells; slots i, p, x) with optional var names, obs and var
  * table. params: list(codes = DC_WRITER_* integer codes, values = double). */
 static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_names,
-                      SEXP obs, SEXP var, SEXP params)
+                      SEXP obs, SEXP var, SEXP params, SEXP options)
 {
   const char *cpath = string_arg(path, "path");
+  size_t n_options = 0;
+  const char *const *opts = strings_arg(options, &n_options, "options");
   int64_t genes = int64_arg(n_genes, "n_genes", 0, UINT32_MAX);
   check_csc(p, i, x, genes);
   size_t n_names = 0;
@@ -1375,7 +1493,8 @@ static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_
   PROTECT(vkeep);
 
   dc_writer *w = NULL;
-  DCR_CHECK(dc_writer_create(cpath, (uint32_t)genes, &w), "dc_writer_create");
+  DCR_CHECK(dc_writer_create_opts(cpath, (uint32_t)genes, opts, n_options, &w),
+            "dc_writer_create_opts");
   SEXP wkeep = PROTECT(R_MakeExternalPtr(w, Rf_install("deltacells_writer"), R_NilValue));
   R_RegisterCFinalizerEx(wkeep, writer_finalizer, TRUE);
   for (R_xlen_t k = 0; k < pa.n; k++)
@@ -1398,21 +1517,172 @@ static SEXP dcr_write(SEXP path, SEXP n_genes, SEXP p, SEXP i, SEXP x, SEXP var_
   return R_NilValue;
 }
 
-/* One extra table of cd_write: list(op, key, kind, columns) with op 0 = bins, 1 = bin
- * tracks, 2 = intervals, 3 = points; key / kind are strings or NULL. Checked before the
- * writer is created (check_extra), written by cd_writer_extra. */
+
+/* An array of cd_write(cellm =, binm =, results =) as the one-column batch of
+ * dc_chromdata_array: list(values = double | integer | logical vector in row-major order,
+ * shape = double vector); nested fixed-size lists, the shape in the field metadata (freed
+ * by the caller after the library call: *meta). */
+static void build_array_batch(batch_holder *b, SEXP x, const char *what, char **meta)
+{
+  if (TYPEOF(x) != VECSXP || XLENGTH(x) != 2) dcr_error("'%s': expected list(values, shape)", what);
+  SEXP v = VECTOR_ELT(x, 0), shape = VECTOR_ELT(x, 1);
+  int t = TYPEOF(v);
+  if (t != REALSXP && t != INTSXP && t != LGLSXP)
+    dcr_error("'%s': an array holds numbers or logicals, not %s", what, Rf_type2char(t));
+  if (TYPEOF(shape) != REALSXP || XLENGTH(shape) < 1 || XLENGTH(shape) > 8)
+    dcr_error("'%s': the shape has 1 to 8 dimensions", what);
+  double total = 1;
+  for (R_xlen_t d = 0; d < XLENGTH(shape); d++) total *= REAL(shape)[d];
+  if (total != (double)XLENGTH(v)) dcr_error("'%s': the shape does not match the values", what);
+  for (R_xlen_t i = 0; i < XLENGTH(v); i++)
+    if ((t == REALSXP && R_IsNA(REAL(v)[i])) || (t == INTSXP && INTEGER(v)[i] == NA_INTEGER) ||
+        (t == LGLSXP && LOGICAL(v)[i] == NA_LOGICAL))
+      dcr_error("'%s': arrays have no NA (element %ld)", what, (long)i + 1);
+  int nd = (int)XLENGTH(shape);
+  int ok = init_schema(&b->schema, "+s", "");
+  b->schema.flags = 0;
+  array_priv *pv = init_array(&b->batch, (int64_t)REAL(shape)[0], 1);
+  if (!ok || !pv) dcr_error("out of memory");
+  /* the struct owns the top list; each level owns the next (child_mem) */
+  struct ArrowArray *top = (struct ArrowArray *)calloc(1, sizeof *top);
+  struct ArrowSchema *ts = (struct ArrowSchema *)calloc(1, sizeof *ts);
+  pv->child_mem = top;
+  pv->child_ptrs = (struct ArrowArray **)calloc(1, sizeof(void *));
+  b->schema.children = (struct ArrowSchema **)calloc(1, sizeof(void *));
+  if (!top || !ts || !pv->child_ptrs || !b->schema.children) dcr_error("out of memory");
+  pv->child_ptrs[0] = top;
+  b->batch.children = pv->child_ptrs;
+  b->batch.n_children = 1;
+  b->schema.children[0] = ts;
+  b->schema.n_children = 1;
+  struct ArrowArray *a = top;
+  struct ArrowSchema *s = ts;
+  double rows = REAL(shape)[0];
+  for (int d = 1; d < nd; d++) {
+    char fmt[32];
+    snprintf(fmt, sizeof fmt, "+w:%.0f", REAL(shape)[d]);
+    if (!init_schema(s, fmt, d == 1 ? "value" : "item")) dcr_error("out of memory");
+    array_priv *lp = init_array(a, (int64_t)rows, 1);
+    if (!lp) dcr_error("out of memory");
+    lp->child_mem = (struct ArrowArray *)calloc(1, sizeof *lp->child_mem);
+    lp->child_ptrs = (struct ArrowArray **)calloc(1, sizeof(void *));
+    s->children = (struct ArrowSchema **)calloc(1, sizeof(void *));
+    if (!lp->child_mem || !lp->child_ptrs || !s->children) dcr_error("out of memory");
+    s->children[0] = (struct ArrowSchema *)calloc(1, sizeof *s);
+    if (!s->children[0]) dcr_error("out of memory");
+    s->n_children = 1;
+    lp->child_ptrs[0] = lp->child_mem;
+    a->children = lp->child_ptrs;
+    a->n_children = 1;
+    if (d > 1) s->flags = 0;
+    a = lp->child_mem;
+    s = s->children[0];
+    rows *= REAL(shape)[d];
+  }
+  if (!init_schema(s, t == REALSXP ? "g" : t == INTSXP ? "i" : "b", nd == 1 ? "value" : "item"))
+    dcr_error("out of memory");
+  if (nd > 1) s->flags = 0;
+  ts->flags = 0;
+  array_priv *vp = init_array(a, XLENGTH(v), 2);
+  if (!vp) dcr_error("out of memory");
+  size_t bytes = t == REALSXP ? (size_t)XLENGTH(v) * 8 : t == INTSXP ? (size_t)XLENGTH(v) * 4 : ((size_t)XLENGTH(v) + 7) / 8;
+  void *data = calloc(bytes ? bytes : 1, 1);
+  if (!data) dcr_error("out of memory");
+  if (t == REALSXP) memcpy(data, REAL(v), bytes);
+  else if (t == INTSXP) memcpy(data, INTEGER(v), bytes);
+  else
+    for (R_xlen_t i = 0; i < XLENGTH(v); i++)
+      if (LOGICAL(v)[i]) ((uint8_t *)data)[i >> 3] |= (uint8_t)(1u << (i & 7));
+  vp->bufs[1] = data;
+  vp->ptrs[1] = data;
+  /* field metadata {"shape": "[d0,d1,...]"} */
+  char text[256];
+  int at = snprintf(text, sizeof text, "[");
+  for (int d = 0; d < nd; d++) at += snprintf(text + at, sizeof text - (size_t)at, "%s%.0f", d ? "," : "", REAL(shape)[d]);
+  snprintf(text + at, sizeof text - (size_t)at, "]");
+  int32_t count = 1, kl = 5, vl = (int32_t)strlen(text);
+  char *m = (char *)malloc(12 + 5 + (size_t)vl);
+  if (!m) dcr_error("out of memory");
+  memcpy(m, &count, 4);
+  memcpy(m + 4, &kl, 4);
+  memcpy(m + 8, "shape", 5);
+  memcpy(m + 13, &vl, 4);
+  memcpy(m + 17, text, (size_t)vl);
+  ts->metadata = m;
+  *meta = m;
+}
+
+/* One extra part of cd_write: list(op, key, kind, data) with op 0 = bins, 1 = bin tracks,
+ * 2 = intervals, 3 = points (data a table; key / kind strings or NULL); 4 = set_table
+ * (key "traces" / "cells", data a table); 5 = add_array (kind "cellm" / "binm", key, data
+ * list(values, shape)); 6 = add_result (key = the path, a character vector; kind = the
+ * attributes as JSON; data a table, list(values, shape) or NULL; `op 7` below); 7 = set_json
+ * (kind, key or NULL, data = the JSON text); 8 = set_categories (key = the column, data a
+ * one-column table). Checked before the writer is created (check_extra), applied by
+ * cd_writer_extra in order. */
 static void check_extra(SEXP e)
 {
   if (TYPEOF(e) != VECSXP || XLENGTH(e) != 4) dcr_error("'extras': each entry must be list(op, key, kind, table)");
-  int op = (int)int64_arg(VECTOR_ELT(e, 0), "op", 0, 3);
+  int op = (int)int64_arg(VECTOR_ELT(e, 0), "op", 0, 8);
   SEXP key = VECTOR_ELT(e, 1), kind = VECTOR_ELT(e, 2);
-  if (op >= 2) string_arg(key, "key");
+  size_t n;
+  if (op == 6) strings_arg(key, &n, "path");
+  else if (op >= 2 && !(op == 7 && Rf_isNull(key))) string_arg(key, "key");
   if (!Rf_isNull(kind)) string_arg(kind, "kind");
+  if (op == 7) string_arg(VECTOR_ELT(e, 3), "json");
+}
+
+/* Applies extras of op 4 to 8 (the content of C API 1.1 §6.1). */
+static void cd_writer_content(dc_chromdata_writer *w, SEXP wkeep, SEXP e, int op)
+{
+  SEXP key = VECTOR_ELT(e, 1), kind = VECTOR_ELT(e, 2), data = VECTOR_ELT(e, 3);
+  if (op == 7) {
+    check_writer(dc_chromdata_writer_set_json(w, string_arg(kind, "kind"),
+                                              Rf_isNull(key) ? NULL : string_arg(key, "key"),
+                                              string_arg(data, "json")),
+                 "dc_chromdata_writer_set_json", wkeep);
+    return;
+  }
+  size_t n = 0;
+  const char *const *path = op == 6 ? strings_arg(key, &n, "path") : NULL;
+  const char *ckey = op == 6 ? NULL : string_arg(key, "key");
+  const char *ckind = Rf_isNull(kind) ? NULL : string_arg(kind, "kind");
+  if (op == 6 && Rf_isNull(data)) {
+    check_writer(dc_chromdata_writer_add_result(w, path, n, ckind, NULL, NULL),
+                 "dc_chromdata_writer_add_result", wkeep);
+    return;
+  }
+  SEXP bkeep;
+  batch_holder *b = new_batch(&bkeep);
+  PROTECT(bkeep);
+  char *meta = NULL;
+  int is_array = op == 5 || (op == 6 && !Rf_inherits(data, "data.frame"));
+  if (is_array) build_array_batch(b, data, ckey ? ckey : "results", &meta);
+  else build_batch(b, data, ckey ? ckey : "results");
+  dc_status s;
+  const char *fn;
+  switch (op) {
+  case 4: s = dc_chromdata_writer_set_table(w, ckey, &b->batch, &b->schema); fn = "dc_chromdata_writer_set_table"; break;
+  case 5: s = dc_chromdata_writer_add_array(w, ckind, ckey, &b->batch, &b->schema); fn = "dc_chromdata_writer_add_array"; break;
+  case 6: s = dc_chromdata_writer_add_result(w, path, n, ckind, &b->batch, &b->schema); fn = "dc_chromdata_writer_add_result"; break;
+  default: s = dc_chromdata_writer_set_categories(w, ckey, &b->batch, &b->schema); fn = "dc_chromdata_writer_set_categories"; break;
+  }
+  if (meta) {
+    b->schema.children[0]->metadata = NULL;
+    free(meta);
+  }
+  batch_holder_finalizer(bkeep);
+  check_writer(s, fn, wkeep);
+  UNPROTECT(1);
 }
 
 static void cd_writer_extra(dc_chromdata_writer *w, SEXP wkeep, SEXP e)
 {
-  int op = (int)int64_arg(VECTOR_ELT(e, 0), "op", 0, 3);
+  int op = (int)int64_arg(VECTOR_ELT(e, 0), "op", 0, 8);
+  if (op >= 4) {
+    cd_writer_content(w, wkeep, e, op);
+    return;
+  }
   SEXP key = VECTOR_ELT(e, 1), kind = VECTOR_ELT(e, 2);
   const char *ckey = op >= 2 ? string_arg(key, "key") : NULL;
   const char *ckind = Rf_isNull(kind) ? NULL : string_arg(kind, "kind");
@@ -1491,7 +1761,7 @@ static SEXP dcr_init(SEXP ns)
 static const R_CallMethodDef call_methods[] = {
     {"dcr_init", (DL_FUNC)&dcr_init, 1},
     {"dcr_versions", (DL_FUNC)&dcr_versions, 0},
-    {"dcr_open", (DL_FUNC)&dcr_open, 1},
+    {"dcr_open", (DL_FUNC)&dcr_open, 2},
     {"dcr_close", (DL_FUNC)&dcr_close, 1},
     {"dcr_info", (DL_FUNC)&dcr_info, 1},
     {"dcr_set", (DL_FUNC)&dcr_set, 3},
@@ -1503,13 +1773,14 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_shuffled_order", (DL_FUNC)&dcr_shuffled_order, 3},
     {"dcr_obs", (DL_FUNC)&dcr_obs, 3},
     {"dcr_var_table", (DL_FUNC)&dcr_var_table, 2},
-    {"dcr_write", (DL_FUNC)&dcr_write, 9},
+    {"dcr_write", (DL_FUNC)&dcr_write, 10},
     {"dcr_cd_open", (DL_FUNC)&dcr_cd_open, 1},
     {"dcr_cd_info", (DL_FUNC)&dcr_cd_info, 1},
     {"dcr_cd_query", (DL_FUNC)&dcr_cd_query, 5},
     {"dcr_cd_iter", (DL_FUNC)&dcr_cd_iter, 4},
     {"dcr_stream_next", (DL_FUNC)&dcr_stream_next, 2},
     {"dcr_cd_write", (DL_FUNC)&dcr_cd_write, 4},
+    {"dcr_cd_content", (DL_FUNC)&dcr_cd_content, 5},
     {NULL, NULL, 0}};
 
 void R_init_deltacells(DllInfo *dll)

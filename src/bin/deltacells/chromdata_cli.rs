@@ -5,7 +5,9 @@ use std::path::Path;
 
 use arrow_array::RecordBatch;
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
-use deltacells::chromdata::{fofct, ChromData, Columns, Layout, WriterOptions};
+use deltacells::chromdata::{
+    self, fofct, ChromData, Columns, Layout, RewriteOptions, WriterOptions,
+};
 use deltacells::storage::fs;
 use deltacells::{Error, Result};
 
@@ -19,6 +21,9 @@ pub const HELP: &str = "usage:
                            [--output FILE]
   deltacells chromdata import-fofct TABLE.csv OUT.chromdata.zarr|OUT.cdz
                            [--layout flat|partitioned|primary+coords] [--float32]
+                           [--memory-budget BYTES] [--threads N] [--overwrite]
+  deltacells chromdata rewrite SRC DST.chromdata.zarr|DST.cdz
+                           [--layout flat|partitioned|primary+coords]
                            [--memory-budget BYTES] [--threads N] [--overwrite]
 
 STORE is a NAME.chromdata.zarr directory or a .cdz file (ChromData 2.0, 2.1 or 2.2), opened
@@ -43,6 +48,13 @@ import-fofct
        A malformed line is reported with its line number. Progress (bytes of the table
        read, then the final sort and write) is shown on stderr when it is a terminal, or
        with --progress.
+rewrite
+       writes store SRC (any version 2.0-2.2, any layout, directory or .cdz) again in another
+       layout (default primary+coords, 2.2) or form, with everything it holds: bins, bin
+       tracks, category lists (order and unused categories kept), traces and cells tables,
+       spots with their tracks and layers, intervals, points, cellm, binm, results, uns,
+       contacts and links. The original row order stays recoverable (source_row). Streams
+       under the memory budget (default half of the RAM); progress as for import-fofct.
 
 Every subcommand takes --quiet (-q): nothing but errors, and --progress (progress lines on
 stderr even when it is not a terminal).
@@ -50,6 +62,7 @@ stderr even when it is not a terminal).
 Examples:
   deltacells chromdata import-fofct traces.csv traces.cdz
   deltacells chromdata import-fofct traces.csv traces.chromdata.zarr --layout flat --float32
+  deltacells chromdata rewrite old-2.1.chromdata.zarr new.cdz          # upgrade to 2.2
   deltacells chromdata info traces.cdz
   deltacells chromdata get traces.cdz --trace 17                      # CSV on stdout
   deltacells chromdata get traces.cdz --cell fov1_cell03 --columns coords,Intensity
@@ -241,6 +254,45 @@ fn write_parquet(batch: &RecordBatch, path: &Path) -> Result<()> {
     })
 }
 
+/// `--layout`: flat | partitioned | primary+coords (or the format versions).
+fn layout_of(a: &Args) -> Result<Layout> {
+    match a.value("--layout").unwrap_or("primary+coords") {
+        "flat" | "2.0" => Ok(Layout::Flat),
+        "partitioned" | "2.1" => Ok(Layout::Partitioned),
+        "primary+coords" | "2.2" => Ok(Layout::PrimaryCoords),
+        other => Err(Error::invalid_argument(format!(
+            "--layout {other}: expected flat, partitioned or primary+coords"
+        ))),
+    }
+}
+
+pub fn rewrite(a: &Args) -> Result<()> {
+    a.check_known(&["--layout", "--memory-budget", "--threads", "--overwrite"])?;
+    let [_, _, src, dst] = a.words.as_slice() else {
+        return Err(Error::invalid_argument(
+            "chromdata rewrite needs SRC and DST (try deltacells chromdata --help)",
+        ));
+    };
+    let opts = RewriteOptions {
+        layout: layout_of(a)?,
+        overwrite: a.flag("--overwrite"),
+        memory_budget: a.number("--memory-budget", 0u64)?,
+        threads: a.number("--threads", 0usize)?,
+    };
+    let t = std::time::Instant::now();
+    {
+        let bar = Bar::new(dst, Bar::wanted(console::quiet()));
+        chromdata::rewrite(Path::new(src), Path::new(dst), &opts, &bar)?;
+    }
+    let n = ChromData::open(dst)?.info().n_spots;
+    summary!(
+        "{dst}: {n} spots from {src}, layout {}, {:.2}s",
+        opts.layout.name(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 pub fn import_fofct(a: &Args) -> Result<()> {
     a.check_known(&[
         "--layout",
@@ -254,16 +306,7 @@ pub fn import_fofct(a: &Args) -> Result<()> {
             "chromdata import-fofct needs TABLE.csv and OUT (try deltacells chromdata --help)",
         ));
     };
-    let layout = match a.value("--layout").unwrap_or("primary+coords") {
-        "flat" | "2.0" => Layout::Flat,
-        "partitioned" | "2.1" => Layout::Partitioned,
-        "primary+coords" | "2.2" => Layout::PrimaryCoords,
-        other => {
-            return Err(Error::invalid_argument(format!(
-                "--layout {other}: expected flat, partitioned or primary+coords"
-            )))
-        }
-    };
+    let layout = layout_of(a)?;
     let options = WriterOptions {
         memory_budget: a.number("--memory-budget", 0u64)?,
         coord_float32: a.flag("--float32"),

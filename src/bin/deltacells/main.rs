@@ -61,11 +61,12 @@ usage:
   deltacells chromdata get STORE --trace ID | --cell ID | --chrom NAME [--columns ..]
                            [--format csv|parquet] [--output FILE]
   deltacells chromdata import-fofct TABLE.csv OUT.chromdata.zarr|OUT.cdz [options]
+  deltacells chromdata rewrite SRC DST [--layout ..]  any store into any layout, all kept
 
 Every command takes --quiet (-q): print nothing but errors. Long work (convert, verify,
-chromdata import-fofct) shows its progress on stderr when stderr is a terminal; with
---progress also when it is not (plain lines, e.g. in a batch job's log: one when a stage
-begins or ends, at most one every 10 seconds in between). Progress never goes to stdout.
+chromdata import-fofct, chromdata rewrite) shows its progress on stderr when stderr is a
+terminal; with --progress also when it is not (plain lines, e.g. in a batch job's log: one when
+a stage begins or ends, at most one every 10 seconds in between). Progress never goes to stdout.
 
 Examples:
   deltacells convert filtered_feature_bc_matrix/ pbmc.dc
@@ -694,6 +695,7 @@ fn run(raw: Vec<String>) -> Result<()> {
         ["chromdata", "info"] => chromdata_cli::info(&a),
         ["chromdata", "get"] => chromdata_cli::get(&a),
         ["chromdata", "import-fofct"] => chromdata_cli::import_fofct(&a),
+        ["chromdata", "rewrite"] => chromdata_cli::rewrite(&a),
         _ => Err(Error::invalid_argument(format!(
             "unknown command '{}' (try deltacells --help)",
             cmd.join(" ")

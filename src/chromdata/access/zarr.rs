@@ -202,6 +202,33 @@ impl ArrayReader {
         Ok(values)
     }
 
+    /// Elements `[start, start + n)` of the 1-D int64 array at `path` (chunks outside the
+    /// range are not read).
+    pub(crate) fn read_i64_range(&self, path: &str, start: u64, n: u64) -> Result<Vec<i64>> {
+        let len = self.shape_1d(path, "int64")?;
+        let ctx = format!("{}/{path}", self.store.display);
+        start.checked_add(n).filter(|&e| e <= len).ok_or_else(|| {
+            Error::format(format!(
+                "{ctx}: elements {start}..{start}+{n} requested, the array has {len}"
+            ))
+        })?;
+        let array = Array::open(self.zs.clone(), &format!("/{path}"))
+            .map_err(|e| Error::format(format!("{ctx}: {e}")))?;
+        let subset = zarrs::array::ArraySubset::new_with_start_shape(vec![start], vec![n])
+            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+        let pool = crate::pool::pool(2)?;
+        let v: Vec<i64> = pool
+            .install(|| array.retrieve_array_subset::<Vec<i64>>(&subset))
+            .map_err(|e| Error::format(format!("{ctx}: {e}")))?;
+        if v.len() as u64 != n {
+            return Err(Error::format(format!(
+                "{ctx}: decoded {} elements, expected {n}",
+                v.len()
+            )));
+        }
+        Ok(v)
+    }
+
     pub(crate) fn read_i64(&self, path: &str) -> Result<Vec<i64>> {
         self.read::<i64>(path, "int64")
     }

@@ -21,7 +21,7 @@ use crate::chromdata::spec::{
 use crate::error::{Error, ErrorKind, Result};
 
 /// Field-metadata key holding an array's full shape as a JSON list.
-pub const SHAPE_METADATA: &str = "shape";
+pub const SHAPE_METADATA: &str = spec::SHAPE_METADATA;
 
 /// A results member, resolved: its store-relative node path, attributes, and for arrays
 /// the element type and shape.
@@ -170,6 +170,48 @@ impl ChromData {
             entries = node.attrs.keys.unwrap_or_default();
         }
         unreachable!("the loop returns at the last path element")
+    }
+
+    /// Names of the extra spot columns (§4.1), in logical order.
+    pub fn extra_columns(&self) -> Vec<String> {
+        let t = &self.inner.tables.spots;
+        t.columns.iter().map(|c| c.name.clone()).collect()
+    }
+
+    /// The path the store was opened with.
+    pub fn display(&self) -> &str {
+        &self.inner.store.display
+    }
+
+    /// The input rows (§7.4) of global stored rows `[start, start + n)`: from
+    /// `index/source_row`, read for this range only, or the rows themselves when the store
+    /// was written in stored order. Used by `rewrite` to keep the original order.
+    #[doc(hidden)]
+    pub fn source_rows(&self, start: u64, n: u64) -> Result<Vec<u64>> {
+        let total = self.inner.root.uchrom().n_spots;
+        if start.checked_add(n).is_none_or(|e| e > total) {
+            return Err(Error::new(
+                ErrorKind::OutOfRange,
+                format!("rows {start}..{start}+{n} of {total}"),
+            ));
+        }
+        if !self.inner.root.uchrom().has_source_row {
+            return Ok((start..start + n).collect());
+        }
+        let v = self
+            .inner
+            .arrays
+            .read_i64_range("index/source_row", start, n)?;
+        v.into_iter()
+            .map(|x| {
+                u64::try_from(x).ok().filter(|&r| r < total).ok_or_else(|| {
+                    Error::format(format!(
+                        "{}/index/source_row: {x} is not a row number below {total}",
+                        self.inner.store.display
+                    ))
+                })
+            })
+            .collect()
     }
 
     /// Metadata of a §12 entry as JSON (C API §5.1 `dc_chromdata_attrs`): results (type,

@@ -6,10 +6,6 @@
 //! the plain form (`type`, `kind`, ...) of [`ResultAttrs::to_doc`] / [`ResultAttrs::from_doc`],
 //! so that what `dc_chromdata_attrs` returns can be handed back to the writer as is.
 
-// The writer's side of this model (`from_doc`, the uns rule, `relative_path`) is used by the
-// writer's §12 calls, which land next.
-#![allow(dead_code)]
-
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
@@ -258,6 +254,10 @@ impl ResultAttrs {
         Ok(a)
     }
 }
+
+/// Field-metadata key of the one-column array batches (C API §5.1): the full shape as a
+/// JSON list, so that an array without rows keeps its inner dimensions.
+pub const SHAPE_METADATA: &str = "shape";
 
 /// Members of a tagged-JSON tag (§12).
 const TAG: &str = "__uchrom_type__";

@@ -174,7 +174,6 @@ pub(crate) struct KeyRecord {
 
 impl ComponentEntry {
     /// A member of a `keys` list: `{"key": <original key>, "name": <stored name>}`.
-    #[allow(dead_code)] // the writer's §12 calls
     pub(crate) fn member(key: &str, name: &str) -> ComponentEntry {
         let mut other = Members::new();
         other.insert("name".into(), Value::String(name.into()));

@@ -20,9 +20,8 @@ mod types;
 
 pub use layout::Layout;
 
-#[allow(unused_imports)] // the writer side: see components.rs
 pub(crate) use components::{
-    externalize_uns, relative_path, ArrayNode, ResultAttrs, UnsArray, UNS_INLINE_MAX,
+    externalize_uns, relative_path, ArrayNode, ResultAttrs, UnsArray, SHAPE_METADATA,
 };
 pub(crate) use groups::{ComponentAttrs, ComponentEntry, ComponentKind, GroupNode};
 pub(crate) use names::{

@@ -190,7 +190,6 @@ vocabulary!(ArrayType, "array data type", {
 
 impl ArrayType {
     /// The Arrow type of the elements.
-    #[allow(dead_code)] // the writer's §12 calls
     pub(crate) fn arrow(self) -> DataType {
         match self {
             ArrayType::Bool => DataType::Boolean,
@@ -208,7 +207,6 @@ impl ArrayType {
     }
 
     /// The element type of Arrow type `t`; None for types a Zarr array of §6.1 cannot hold.
-    #[allow(dead_code)] // the writer's §12 calls
     pub(crate) fn of_arrow(t: &DataType) -> Option<ArrayType> {
         ArrayType::ALL.iter().copied().find(|a| &a.arrow() == t)
     }

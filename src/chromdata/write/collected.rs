@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use arrow_array::{ArrayRef, RecordBatch};
 
 use super::columns::{ColState, FinalType};
+use super::components::Components;
 use super::runs::RunSource;
 use crate::chromdata::spec::Layout;
 
@@ -45,6 +46,11 @@ pub(crate) struct Collected {
     pub(crate) bin_tracks: Option<RecordBatch>,
     /// Pass-through tables, staged in the spill directory.
     pub(crate) pass_tables: Vec<PassTable>,
+    /// traces / cells annotation tables, in category order.
+    pub(crate) traces_table: Option<RecordBatch>,
+    pub(crate) cells_table: Option<RecordBatch>,
+    /// The §12 components received (arrays and tables already in the store directory).
+    pub(crate) components: Components,
 }
 
 /// A pass-through table (§12) staged in the spill directory until `finish`.
@@ -57,4 +63,6 @@ pub(crate) struct PassTable {
     pub(crate) kind: Option<String>,
     pub(crate) staged: PathBuf,
     pub(crate) n_rows: u64,
+    /// Intervals only: the result they come from (`set_json("intervals", key, ...)`).
+    pub(crate) source_result: Option<String>,
 }

@@ -15,6 +15,7 @@ use arrow_array::{
 };
 use arrow_schema::DataType;
 
+use super::categories::{CategoryList, Cats};
 use crate::chromdata::spec::ValueType;
 use crate::chromdata::values;
 use crate::error::{Error, Result};
@@ -241,6 +242,12 @@ pub(crate) struct ColState {
     pub(crate) str_value_bytes: u64,
     /// Derived detection per key: bin, cell, trace (extras only).
     pub(crate) detect: [Detect; 3],
+    /// The fixed category list (given, or the first batch's dictionary): the column is
+    /// categorical with exactly these categories.
+    pub(crate) list: Option<Arc<CategoryList>>,
+    /// Plain strings stay strings (never made categorical): set for columns a store being
+    /// rewritten stores as strings.
+    pub(crate) plain: bool,
 }
 
 impl ColState {
@@ -264,6 +271,8 @@ impl ColState {
             distinct_str_bytes: 0,
             str_value_bytes: 0,
             detect: [d(), d(), d()],
+            list: None,
+            plain: false,
         }
     }
 
@@ -327,12 +336,16 @@ impl ColState {
 
     /// The stored type, decided once all batches are seen.
     pub(crate) fn final_type(&self) -> Result<FinalType> {
+        if let Some(l) = &self.list {
+            return Ok(FinalType::Cat(l.cats()));
+        }
         Ok(match &self.kind {
             Kind::Bool => FinalType::Bool,
             Kind::Int(_) if self.has_null => FinalType::F64,
             Kind::Int(t) => FinalType::Int(t.clone()),
             Kind::F32 => FinalType::F32,
             Kind::F64 => FinalType::F64,
+            Kind::Str if self.plain => FinalType::Str,
             Kind::Str | Kind::DictStr => match &self.distinct_str {
                 Some(set)
                     if self.kind == Kind::DictStr
@@ -366,28 +379,6 @@ impl ColState {
                 }))
             }
         })
-    }
-}
-
-/// Category list of a categorical column and the value → code lookup.
-#[derive(Debug)]
-pub(crate) struct Cats {
-    /// utf8 or int64, sorted.
-    pub(crate) values: ArrayRef,
-    pub(crate) str_lookup: HashMap<String, i32>,
-    pub(crate) int_lookup: HashMap<i64, i32>,
-}
-
-impl Cats {
-    pub(crate) fn len(&self) -> usize {
-        self.values.len()
-    }
-    pub(crate) fn code_type(&self) -> DataType {
-        if self.len() <= INT16_CODES_MAX {
-            DataType::Int16
-        } else {
-            DataType::Int32
-        }
     }
 }
 

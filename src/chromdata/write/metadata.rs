@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 
 use super::collected::{Collected, PassTable};
@@ -14,8 +15,8 @@ use super::derived::DerivedCols;
 use super::row_groups::Plan;
 use super::sinks::{one_col, write_small, Sinks, StoredColumns};
 use crate::chromdata::spec::{
-    self, categories_path, portable, CodeType, ColumnDesc, ComponentKind, DerivedKey, FloatType,
-    Root, SmallTable, ValueType, AXES,
+    self, categories_path, portable, CodeType, ColumnDesc, DerivedKey, FloatType, Root, SmallTable,
+    ValueType, AXES,
 };
 use crate::error::{Error, ErrorKind, Result};
 
@@ -79,9 +80,9 @@ pub(crate) fn write_metadata(
         derived,
         bins: w.bins()?,
         bin_tracks: w.bin_tracks()?,
-        traces: w.index_table("traces.parquet", "trace_id", &inp.trace_cats)?,
+        traces: w.index_table("traces", &inp.trace_cats, inp.traces_table.as_ref())?,
         cells: match &inp.cell_cats {
-            Some(c) => Some(w.index_table("cells.parquet", "cell_id", c)?),
+            Some(c) => Some(w.index_table("cells", c, inp.cells_table.as_ref())?),
             None => None,
         },
         intervals,
@@ -94,9 +95,10 @@ pub(crate) fn write_metadata(
     };
     write_group(&root.join("tables"), &tables_attrs)?;
     write_group(&root.join("index"), &spec::Members::new())?;
-    for kind in ComponentKind::ALL {
-        write_group(&root.join(kind.name()), &kind.empty_attrs())?;
-    }
+    inp.components.finish(
+        inp.cell_cats.as_ref().map_or(0, |c| c.len()) as u64,
+        inp.chrom_of_bin.len() as u64,
+    )?;
     let uchrom = uchrom(inp, facts.plan, facts.has_source_row, facts.n_coord_groups);
     // The spill goes before the root metadata is written: the root zarr.json comes last.
     std::fs::remove_dir_all(spill).map_err(|e| Error::io(spill, &e))?;
@@ -315,16 +317,47 @@ impl MetadataWriter<'_> {
         )))
     }
 
-    /// `traces.parquet` / `cells.parquet` (§5.3): the index column of the category values.
-    fn index_table(&self, path: &str, name: &str, values: &ArrayRef) -> Result<SmallTable> {
-        write_small(self.root, path, &one_col(name, values.clone())?)?;
+    /// `traces.parquet` / `cells.parquet` (§5.3): the index column of the category values,
+    /// then the annotation columns given with `set_table` (already in category order;
+    /// dictionary columns are categorical, with a categories file).
+    fn index_table(
+        &self,
+        table: &str,
+        values: &ArrayRef,
+        annotations: Option<&RecordBatch>,
+    ) -> Result<SmallTable> {
+        let name = if table == "traces" {
+            "trace_id"
+        } else {
+            "cell_id"
+        };
+        let path = format!("{table}.parquet");
+        let b = match annotations {
+            Some(b) => b.clone(),
+            None => one_col(name, values.clone())?,
+        };
+        write_small(self.root, &path, &b)?;
         let t = if values.data_type() == &DataType::Int64 {
             ValueType::Int64
         } else {
             ValueType::String
         };
-        let columns = vec![ColumnDesc::value(name, t)];
-        Ok(Self::small(path, values.len(), Some(name), columns))
+        let mut columns = vec![ColumnDesc::value(name, t)];
+        let schema = b.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let stored = portable(&names);
+        for (i, f) in b.schema().fields().iter().enumerate().skip(1) {
+            columns.push(match f.data_type() {
+                DataType::Dictionary(_, _) => {
+                    let cats = b.column(i).as_any_dictionary().values().clone();
+                    let rel = categories_path(table, &stored[i]);
+                    self.categories_file(&rel, &cats)?;
+                    ColumnDesc::categorical(f.name(), None, &rel, cats.len() as u64)
+                }
+                t => ColumnDesc::value(f.name(), ValueType::of_stored(t)),
+            });
+        }
+        Ok(Self::small(&path, values.len(), Some(name), columns))
     }
 
     /// Pass-through tables (§12): staged files moved to their portable names.
@@ -350,7 +383,7 @@ impl MetadataWriter<'_> {
                     path: rel,
                     n_rows: t.n_rows,
                     kind: t.kind.clone(),
-                    source_result: t.kind.as_ref().map(|_| None),
+                    source_result: t.kind.as_ref().map(|_| t.source_result.clone()),
                     other: spec::Members::new(),
                 });
             }

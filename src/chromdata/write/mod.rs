@@ -18,9 +18,13 @@
 //! target (the reader refuses to open such names), renamed into place by `finish`; a
 //! writer dropped before `finish` removes it.
 
+mod annotations;
 mod bins;
+mod categories;
 mod collected;
 mod columns;
+mod components;
+mod content;
 mod derived;
 mod finish;
 mod ids;
@@ -28,10 +32,12 @@ mod index_arrays;
 mod merge;
 mod metadata;
 mod options;
+mod parquet_file;
 mod row_groups;
 mod runs;
 mod sinks;
 
+pub(crate) use components::NdArray;
 pub use options::{default_memory_budget, WriterOptions, WriterParam, MIN_MEMORY_BUDGET};
 
 use std::collections::HashMap;
@@ -45,8 +51,10 @@ use arrow_schema::{DataType, Field, Schema};
 use crate::chromdata::values;
 use crate::error::{Error, ErrorKind, Result};
 use bins::{given_bins, Bins, ColFn};
+use categories::CategoryList;
 use collected::{Collected, PassTable};
 use columns::{ColState, Group, Kind};
+use components::Components;
 use ids::{map_bytes, IdMap};
 use runs::{run_path, spill_batch_rows, RunOrder, RunRanks, RunSource, RunWriter, SPILL_DIR};
 
@@ -93,6 +101,16 @@ pub struct ChromDataWriter {
     merge_passes: usize,
     bin_tracks: Option<RecordBatch>,
     pass_tables: Vec<PassTable>,
+    /// Category lists given with `set_categories`, applied at the first append.
+    given_lists: Vec<(String, Arc<CategoryList>)>,
+    /// traces / cells tables given with `set_table` (checked, not yet in category order).
+    traces_table: Option<RecordBatch>,
+    cells_table: Option<RecordBatch>,
+    components: Components,
+    /// Whether the input rows are given with each batch (`append_with_rows`; all or none).
+    explicit_rows: Option<bool>,
+    /// String columns that stay strings (`keep_strings`).
+    plain_strings: Vec<String>,
 }
 
 impl std::fmt::Debug for ChromDataWriter {
@@ -168,8 +186,8 @@ impl ChromDataWriter {
             return Err(Error::io(&spill, &e));
         }
         let mut w = ChromDataWriter {
-            target,
-            tmp,
+            target: target.clone(),
+            tmp: tmp.clone(),
             opts: WriterOptions::default(),
             budget: 0,
             state: State::Open,
@@ -191,6 +209,12 @@ impl ChromDataWriter {
             merge_passes: 0,
             bin_tracks: None,
             pass_tables: Vec::new(),
+            given_lists: Vec::new(),
+            traces_table: None,
+            cells_table: None,
+            components: Components::new(&tmp, &target),
+            explicit_rows: None,
+            plain_strings: Vec::new(),
         };
         w.set_options(options)?;
         Ok(w)
@@ -413,13 +437,14 @@ impl ChromDataWriter {
             .tmp
             .join(SPILL_DIR)
             .join(format!("table-{:04}.parquet", self.pass_tables.len()));
-        sinks::write_parquet(&staged, &table)?;
+        parquet_file::write_parquet(&staged, &table)?;
         self.pass_tables.push(PassTable {
             collection,
             key: key.to_string(),
             kind,
             staged,
             n_rows: table.num_rows() as u64,
+            source_result: None,
         });
         Ok(())
     }
@@ -431,8 +456,37 @@ impl ChromDataWriter {
     /// bool) and `layers/<key>/x|y|z` columns are coordinate layers. Every batch has the
     /// same column names; types are unified over batches (§16).
     pub fn append(&mut self, batch: RecordBatch) -> Result<()> {
+        self.append_rows(batch, None)
+    }
+
+    /// `append` with the input row of every spot given (for `rewrite`, which reads a store
+    /// in stored order and hands each spot its original row, so that the original order
+    /// stays recoverable): rows are distinct and, once all are appended, exactly
+    /// 0..n_spots. Either every batch gives its rows or none does.
+    #[doc(hidden)]
+    pub fn append_with_rows(&mut self, batch: RecordBatch, rows: Vec<u64>) -> Result<()> {
+        if rows.len() != batch.num_rows() {
+            return Err(Error::invalid_argument(format!(
+                "{} input rows for a batch of {} spots",
+                rows.len(),
+                batch.num_rows()
+            )));
+        }
+        self.append_rows(batch, Some(rows))
+    }
+
+    fn append_rows(&mut self, batch: RecordBatch, rows: Option<Vec<u64>>) -> Result<()> {
         self.check_open("append")?;
-        let r = self.append_inner(&batch);
+        if self.explicit_rows.is_some_and(|e| e != rows.is_some()) {
+            return Err(Error::invalid_argument(
+                "input rows are given with every batch or with none",
+            ));
+        }
+        let explicit = rows.is_some();
+        let r = self.append_inner(&batch, rows);
+        if r.is_ok() {
+            self.explicit_rows = Some(explicit);
+        }
         if let Err(e) = &r {
             // Errors found before anything was recorded leave the writer usable; those
             // after (ids were assigned) poison it: keep it simple and poison on I/O only.
@@ -443,12 +497,20 @@ impl ChromDataWriter {
         r
     }
 
-    fn append_inner(&mut self, batch: &RecordBatch) -> Result<()> {
+    fn append_inner(&mut self, batch: &RecordBatch, input_rows: Option<Vec<u64>>) -> Result<()> {
         let n = batch.num_rows();
         let schema = batch.schema();
         let col = |name: &str| schema.index_of(name).ok().map(|i| batch.column(i).clone());
         // Validate the batch first, without changing any state.
         let keys = self.batch_keys(&col)?;
+        let first = self.has_cells.is_none();
+        if first {
+            self.apply_given_lists(batch, keys.has_cells)?;
+        }
+        self.traces.check("trace_id", &keys.trace)?;
+        if let Some(c) = col("cell_id") {
+            self.cells.check("cell_id", &c)?;
+        }
         let value_fields: Vec<(usize, String)> = schema
             .fields()
             .iter()
@@ -456,7 +518,7 @@ impl ChromDataWriter {
             .filter(|(_, f)| !KEY_COLUMNS.contains(&f.name().as_str()))
             .map(|(i, f)| (i, f.name().clone()))
             .collect();
-        let first = self.has_cells.is_none();
+        let lists = self.value_lists(batch, &value_fields, first)?;
         let spilled = self.value_columns(batch, &value_fields, first)?;
         let bins = self.bins.ids(&col, n)?;
         // Ids (state changes from here on).
@@ -466,7 +528,7 @@ impl ChromDataWriter {
             None => None,
         };
         if first {
-            self.register_columns(&value_fields, &spilled)?;
+            self.register_columns(&value_fields, &spilled, lists)?;
             self.has_cells = Some(keys.has_cells);
             self.has_coords = Some(keys.xyz.is_some());
         }
@@ -480,6 +542,7 @@ impl ChromDataWriter {
         }
         let rows = SpillRows {
             n,
+            input_rows,
             bins,
             trace_ids,
             cell_ids,
@@ -604,16 +667,21 @@ impl ChromDataWriter {
         Ok(spilled)
     }
 
-    /// The value columns of the first batch, in its order; every layer has x, y and z.
+    /// The value columns of the first batch, in its order, with their fixed category
+    /// lists; every layer has x, y and z.
     fn register_columns(
         &mut self,
         value_fields: &[(usize, String)],
         spilled: &[(usize, ArrayRef, Kind)],
+        lists: Vec<Option<Arc<CategoryList>>>,
     ) -> Result<()> {
         let mut layer_keys = Vec::new();
-        for ((_, name), (_, _, kind)) in value_fields.iter().zip(spilled) {
+        for (((_, name), (_, _, kind)), list) in value_fields.iter().zip(spilled).zip(lists) {
             let group = columns::group_of(name, &mut layer_keys);
-            self.cols.push(ColState::new(name, group, kind.clone()));
+            let mut c = ColState::new(name, group, kind.clone());
+            c.list = list;
+            c.plain = self.plain_strings.contains(name);
+            self.cols.push(c);
         }
         self.layer_keys = layer_keys;
         for (k, key) in self.layer_keys.iter().enumerate() {
@@ -652,10 +720,11 @@ impl ChromDataWriter {
         );
         push("__bin", Arc::new(UInt32Array::from(rows.bins.clone())));
         let start = self.rows;
-        push(
-            "__row",
-            Arc::new(UInt64Array::from_iter_values(start..start + n as u64)),
-        );
+        let input_rows: ArrayRef = match rows.input_rows {
+            Some(r) => Arc::new(UInt64Array::from(r)),
+            None => Arc::new(UInt64Array::from_iter_values(start..start + n as u64)),
+        };
+        push("__row", input_rows);
         if let Some(xyz) = &rows.xyz {
             for (a, name) in xyz.iter().zip(["x", "y", "z"]) {
                 let f32_in = a.data_type() == &DataType::Float32;
@@ -840,6 +909,15 @@ impl ChromDataWriter {
             self.traces.sorted_values()
         };
         let cell_cats = has_cells.then(|| self.cells.sorted_values());
+        let order = |name: &str, t: Option<RecordBatch>, cats: Option<&ArrayRef>| match (t, cats) {
+            (Some(t), Some(c)) => annotations::in_category_order(name, &t, c).map(Some),
+            (Some(_), None) => Err(Error::invalid_argument(format!(
+                "{name}: a cells table was given but the spots have no cell_id"
+            ))),
+            (None, _) => Ok(None),
+        };
+        let traces_table = order("traces", self.traces_table.take(), Some(&trace_cats))?;
+        let cells_table = order("cells", self.cells_table.take(), cell_cats.as_ref())?;
         let mut final_types = Vec::with_capacity(self.cols.len());
         for c in &self.cols {
             final_types.push(c.final_type()?);
@@ -875,6 +953,12 @@ impl ChromDataWriter {
             row_bytes: self.row_bytes,
             bin_tracks: self.bin_tracks.take(),
             pass_tables: std::mem::take(&mut self.pass_tables),
+            traces_table,
+            cells_table,
+            components: std::mem::replace(
+                &mut self.components,
+                Components::new(&self.tmp, &self.target),
+            ),
         })
     }
 }
@@ -894,6 +978,8 @@ struct BatchKeys {
 /// A batch's rows in their provisional ids, ready to buffer.
 struct SpillRows {
     n: usize,
+    /// Input rows given with the batch (`append_with_rows`), else the running count.
+    input_rows: Option<Vec<u64>>,
     bins: Vec<u32>,
     trace_ids: Vec<u32>,
     cell_ids: Option<Vec<u32>>,

@@ -13,26 +13,13 @@ use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
-use parquet::schema::types::ColumnPath;
 
 use super::collected::Collected;
 use super::columns::Group;
+use super::parquet_file::{props, write_parquet};
 use super::row_groups::{Partition, Plan};
 use crate::chromdata::spec::{self, chrom_dirs, portable, FloatType, Layout, Storage, AXES};
 use crate::error::{Error, ErrorKind, Result};
-
-fn props(dict_off: &[String]) -> WriterProperties {
-    let mut b = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
-        .set_max_row_group_row_count(None)
-        .set_created_by("libdeltacells".to_string());
-    for c in dict_off {
-        b = b.set_column_dictionary_enabled(ColumnPath::from(c.as_str()), false);
-    }
-    b.build()
-}
 
 /// A Parquet file of the store written block by block, cut into the planned row groups.
 pub(crate) struct ParquetSink {
@@ -153,24 +140,6 @@ pub(crate) fn write_small(root: &Path, rel: &str, b: &RecordBatch) -> Result<()>
 }
 
 /// Writes `b` as one Parquet file (one row group, zstd), creating the parent directory.
-pub(crate) fn write_parquet(path: &Path, b: &RecordBatch) -> Result<()> {
-    if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
-    }
-    let err =
-        |e: &dyn std::fmt::Display| Error::new(ErrorKind::Io, format!("{}: {e}", path.display()));
-    let f = File::create(path).map_err(|e| Error::io(path, &e))?;
-    let mut w =
-        ArrowWriter::try_new(BufWriter::new(f), b.schema(), Some(props(&[]))).map_err(|e| {
-            Error::unsupported(format!("{}: cannot store this table: {e}", path.display()))
-        })?;
-    if b.num_rows() > 0 {
-        w.write(b).map_err(|e| err(&e))?;
-    }
-    w.close().map_err(|e| err(&e))?;
-    Ok(())
-}
-
 pub(crate) fn one_col(name: &str, a: ArrayRef) -> Result<RecordBatch> {
     let s = Schema::new(vec![Field::new(name, a.data_type().clone(), true)]);
     RecordBatch::try_new(Arc::new(s), vec![a])

@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::dataset::manifest::Manifest;
 use crate::dataset::paths;
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::fs;
+use crate::storage::{fs, Root};
 
 use super::schema::{fingerprint, hex, shard_relpath, url_quote, ObsSchema, SCHEMA_RELPATH};
 
@@ -35,10 +35,37 @@ fn internal(what: impl std::fmt::Display, e: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Internal, format!("{what}: {e}"))
 }
 
+/// An opened obs shard: a local file, or an object read by byte ranges.
+enum Shard {
+    File(File),
+    #[cfg(feature = "remote")]
+    Remote(crate::storage::remote::ranged::RangedObject),
+}
+
+/// Columns `idx` (top-level) of every row group of a shard, decoded.
+fn decode_columns<T: parquet::file::reader::ChunkReader + 'static>(
+    reader: T,
+    meta: ArrowReaderMetadata,
+    idx: &[usize],
+    what: &str,
+) -> Result<Vec<RecordBatch>> {
+    let mask = ProjectionMask::roots(meta.parquet_schema(), idx.iter().copied());
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(reader, meta)
+        .with_projection(mask)
+        .with_batch_size(1 << 16)
+        .build()
+        .map_err(|e| arrow_err(what, e))?;
+    reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| arrow_err(what, e))
+}
+
 /// Obs of an open dataset: the schema and what the manifest says of the shards.
 #[derive(Debug)]
 pub(crate) struct ObsMeta {
+    /// The dataset's directory or URL (for messages).
     root: PathBuf,
+    store: Root,
     pub(crate) schema: ObsSchema,
     schema_text: String,
     tile_cells: Vec<u64>,
@@ -58,16 +85,17 @@ pub(crate) struct ObsCounters {
 
 impl ObsMeta {
     /// Reads and checks `obs/schema.json` (the shards are checked when read).
-    pub(crate) fn load(root: &Path, m: &Manifest) -> Result<ObsMeta> {
+    pub(crate) fn load(store: &Root, m: &Manifest) -> Result<ObsMeta> {
+        let root = PathBuf::from(store.display());
         let path = root.join(SCHEMA_RELPATH);
-        let text = std::fs::read(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
+        let text = store.read(SCHEMA_RELPATH).map_err(|e| {
+            if e.kind == ErrorKind::NotFound {
                 Error::format(format!(
                     "{}: missing, though the manifest's has_obs is true",
                     path.display()
                 ))
             } else {
-                Error::io(&path, &e)
+                e
             }
         })?;
         let what = path.display().to_string();
@@ -89,7 +117,8 @@ impl ObsMeta {
             .collect();
         // Present when has_obs (validated by the manifest).
         Ok(ObsMeta {
-            root: root.to_path_buf(),
+            root,
+            store: store.clone(),
             schema,
             schema_text,
             tile_cells: m.tile_cells.clone(),
@@ -147,16 +176,34 @@ impl ObsMeta {
 
     /// Opens shard `s`, checks its size, row groups and schema; returns the file and its
     /// parsed footer.
-    fn open_shard(&self, s: usize) -> Result<(File, ArrowReaderMetadata)> {
+    fn open_shard(&self, s: usize) -> Result<(Shard, ArrowReaderMetadata)> {
         let path = self.shard_path(s);
         let what = format!("obs shard {s} ({})", path.display());
-        let file = File::open(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
+        let missing = |e: Error| {
+            if e.kind == ErrorKind::NotFound {
                 Error::format(format!("{what}: missing, though the manifest lists it"))
             } else {
-                Error::io(&path, &e)
+                e
             }
-        })?;
+        };
+        #[cfg(feature = "remote")]
+        if let Some(remote) = self.store.remote() {
+            // Size from the manifest (no HEAD); the footer from the object's tail.
+            let rel = shard_relpath(s as u64);
+            let object = crate::storage::remote::ranged::RangedObject::new(
+                remote.clone(),
+                &rel,
+                self.shard_bytes[s],
+            );
+            object
+                .prefetch_tail(crate::storage::remote::ranged::FOOTER_GUESS)
+                .map_err(missing)?;
+            let meta = ArrowReaderMetadata::load(&object, ArrowReaderOptions::new())
+                .map_err(|e| arrow_err(&what, format!("not a readable parquet file ({e})")))?;
+            self.check_shard(s, &what, &meta)?;
+            return Ok((Shard::Remote(object), meta));
+        }
+        let file = File::open(&path).map_err(|e| missing(Error::io(&path, &e)))?;
         let len = file.metadata().map_err(|e| Error::io(&path, &e))?.len();
         if len != self.shard_bytes[s] {
             return Err(Error::format(format!(
@@ -166,6 +213,13 @@ impl ObsMeta {
         }
         let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
             .map_err(|e| arrow_err(&what, format!("not a readable parquet file ({e})")))?;
+        self.check_shard(s, &what, &meta)?;
+        Ok((Shard::File(file), meta))
+    }
+
+    /// A shard's footer against the manifest and the schema: one row group per tile with
+    /// its cells, the schema's columns and types.
+    fn check_shard(&self, s: usize, what: &str, meta: &ArrowReaderMetadata) -> Result<()> {
         let tiles = self.shard_tiles(s);
         let rgs = meta.metadata().row_groups();
         if rgs.len() != tiles.len() {
@@ -207,7 +261,7 @@ impl ObsMeta {
                 )));
             }
         }
-        Ok((file, meta))
+        Ok(())
     }
 
     /// Reads the stored columns `idx` of every tile from the shards: result[k][t].
@@ -215,18 +269,24 @@ impl ObsMeta {
         let mut out: Vec<Vec<ArrayRef>> =
             vec![Vec::with_capacity(self.tile_cells.len()); idx.len()];
         for s in 0..self.n_shards() {
-            let (file, meta) = self.open_shard(s)?;
+            let (shard, meta) = self.open_shard(s)?;
             counters.shard_reads.fetch_add(1, Ordering::Relaxed);
             let what = format!("obs shard {s} ({})", self.shard_path(s).display());
-            let mask = ProjectionMask::roots(meta.parquet_schema(), idx.iter().copied());
-            let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta)
-                .with_projection(mask)
-                .with_batch_size(1 << 16)
-                .build()
-                .map_err(|e| arrow_err(&what, e))?;
-            let batches = reader
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .map_err(|e| arrow_err(&what, e))?;
+            let batches = match shard {
+                Shard::File(file) => decode_columns(file, meta, idx, &what)?,
+                #[cfg(feature = "remote")]
+                Shard::Remote(object) => {
+                    // The needed column chunks of every row group, coalesced and concurrent.
+                    let groups: Vec<usize> = (0..meta.metadata().num_row_groups()).collect();
+                    let ranges = crate::storage::remote::ranged::column_chunk_ranges(
+                        meta.metadata(),
+                        &groups,
+                        idx,
+                    );
+                    object.prefetch(ranges)?;
+                    decode_columns(object, meta, idx, &what)?
+                }
+            };
             // The projection keeps the file's column order; map back to the request's.
             let mut order: Vec<usize> = idx.to_vec();
             order.sort_unstable();
@@ -389,15 +449,28 @@ impl ObsMeta {
         for s in 0..self.n_shards() {
             let (_, _) = self.open_shard(s)?;
             let path = self.shard_path(s);
-            let mut f = File::open(&path).map_err(|e| Error::io(&path, &e))?;
             let mut h = Sha256::new();
-            let mut buf = vec![0u8; 1 << 16];
-            loop {
-                let n = f.read(&mut buf).map_err(|e| Error::io(&path, &e))?;
-                if n == 0 {
-                    break;
+            if self.store.is_remote() {
+                let bytes = self.store.read(&shard_relpath(s as u64))?;
+                if bytes.len() as u64 != self.shard_bytes[s] {
+                    return Err(Error::format(format!(
+                        "obs shard {s} ({}): object is {} bytes, manifest obs_shard_bytes[{s}] says {}",
+                        path.display(),
+                        bytes.len(),
+                        self.shard_bytes[s]
+                    )));
                 }
-                h.update(&buf[..n]);
+                h.update(&bytes);
+            } else {
+                let mut f = File::open(&path).map_err(|e| Error::io(&path, &e))?;
+                let mut buf = vec![0u8; 1 << 16];
+                loop {
+                    let n = f.read(&mut buf).map_err(|e| Error::io(&path, &e))?;
+                    if n == 0 {
+                        break;
+                    }
+                    h.update(&buf[..n]);
+                }
             }
             let got = hex(&h.finalize());
             if !got.eq_ignore_ascii_case(&self.shard_sha256[s]) {

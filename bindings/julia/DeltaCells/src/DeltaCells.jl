@@ -88,16 +88,37 @@ end
 # Datasets
 
 """
-    Dataset(path)
+    option_strings(options)
+
+The `key=value` strings of the C API's `_opts` functions (§7) from `nothing` (none), a
+`Dict` or `NamedTuple` (`(region = "eu-west-1", max_concurrency = 16)`), a vector of pairs,
+or strings already of the form `key=value`.
+"""
+function option_strings(options)
+    options === nothing && return String[]
+    items = options isa Union{AbstractDict,NamedTuple} ? collect(pairs(options)) : options
+    return String[o isa Pair ? string(first(o), "=", last(o)) : String(o) for o in items]
+end
+
+"""
+    Dataset(path; options = nothing)
 
 An open deltacells dataset (freed by the garbage collector or `close`).
-`size(ds) == (n_genes, n_cells)`, like the matrices `gather` returns.
+`size(ds) == (n_genes, n_cells)`, like the matrices `gather` returns. `path` may be a URL
+(`s3://`, `gs://`, `az://`, `http(s)://`); `options` are its settings (see `option_strings`:
+object-store keys, `max_concurrency`, `timeout_ms`, `retries`), the rest from the environment.
 """
 mutable struct Dataset
     ptr::Ptr{L.dc_dataset}
-    function Dataset(path::AbstractString)
+    function Dataset(path::AbstractString; options = nothing)
         out = Ref{Ptr{L.dc_dataset}}(C_NULL)
-        check(L.dc_dataset_open(path, out))
+        if options === nothing
+            check(L.dc_dataset_open(path, out))
+        else
+            strs = option_strings(options)
+            ptrs = [Base.unsafe_convert(Cstring, x) for x in strs]
+            GC.@preserve strs check(L.dc_dataset_open_opts(path, ptrs, length(ptrs), out))
+        end
         finalizer(close, new(out[]))
     end
 end
@@ -279,15 +300,22 @@ end
 # Writing
 
 """
-    Writer(path, n_genes)
+    Writer(path, n_genes; options = nothing)
 
 A dataset being written; `finish!` makes it appear, `close` without `finish!` abandons it.
+`path` may be a URL, `options` its settings as for `Dataset`.
 """
 mutable struct Writer
     ptr::Ptr{L.dc_writer}
-    function Writer(path::AbstractString, n_genes::Integer)
+    function Writer(path::AbstractString, n_genes::Integer; options = nothing)
         out = Ref{Ptr{L.dc_writer}}(C_NULL)
-        check(L.dc_writer_create(path, n_genes, out))
+        if options === nothing
+            check(L.dc_writer_create(path, n_genes, out))
+        else
+            strs = option_strings(options)
+            ptrs = [Base.unsafe_convert(Cstring, x) for x in strs]
+            GC.@preserve strs check(L.dc_writer_create_opts(path, n_genes, ptrs, length(ptrs), out))
+        end
         finalizer(close, new(out[]))
     end
 end
@@ -501,6 +529,37 @@ add_table!(w::ChromDataWriter, collection::AbstractString, key::AbstractString,
            schema::Ptr{L.ArrowSchema}) =
     check(L.dc_chromdata_writer_add_table(handle(w), collection, key,
                                           something(kind, ""), table, schema))
+"Fixes the category list of \"trace_id\", \"cell_id\" or an extra categorical column (a one-column batch, moved in); before the first append."
+set_categories!(w::ChromDataWriter, column::AbstractString, values::Ptr{L.ArrowArray}, schema::Ptr{L.ArrowSchema}) =
+    check(L.dc_chromdata_writer_set_categories(handle(w), column, values, schema))
+"The \"traces\" or \"cells\" annotation table (first column the ids; moved in)."
+set_table!(w::ChromDataWriter, name::AbstractString, table::Ptr{L.ArrowArray}, schema::Ptr{L.ArrowSchema}) =
+    check(L.dc_chromdata_writer_set_table(handle(w), name, table, schema))
+"A \"cellm\" or \"binm\" array in the one-column form of `array` (moved in)."
+add_array!(w::ChromDataWriter, kind::AbstractString, key::AbstractString, array::Ptr{L.ArrowArray},
+           schema::Ptr{L.ArrowSchema}) =
+    check(L.dc_chromdata_writer_add_array(handle(w), kind, key, array, schema))
+"""
+    add_result!(w, path, attrs_json, data = C_NULL, schema = C_NULL)
+
+A results entry at `path` (key, then member keys inside mappings) with its attributes as
+JSON text (`type` required); `data` the table or array batch, `C_NULL` for json / mapping.
+"""
+add_result!(w::ChromDataWriter, path, attrs_json::AbstractString, data::Ptr{L.ArrowArray} = Ptr{L.ArrowArray}(C_NULL),
+            schema::Ptr{L.ArrowSchema} = Ptr{L.ArrowSchema}(C_NULL)) =
+    with_columns((c, n) -> check(L.dc_chromdata_writer_add_result(handle(w), c, n, attrs_json, data, schema)), path)
+"JSON parts: (\"uns\" | \"contacts\" | \"links\", nothing, json) or (\"intervals\", key, json)."
+set_json!(w::ChromDataWriter, kind::AbstractString, key::Union{AbstractString,Nothing}, json::AbstractString) =
+    check(L.dc_chromdata_writer_set_json(handle(w), kind, something(key, ""), json))
 finish!(w::ChromDataWriter) = check(L.dc_chromdata_writer_finish(handle(w)))
+
+"""
+    rewrite(src, dst; layout = L.DC_LAYOUT_PRIMARY_COORDS, overwrite = false)
+
+Writes store `src` (any version, layout, directory or `.cdz`) again at `dst` in `layout`,
+with everything it holds and its original order recoverable.
+"""
+rewrite(src::AbstractString, dst::AbstractString; layout::Integer = L.DC_LAYOUT_PRIMARY_COORDS,
+        overwrite::Bool = false) = check(L.dc_chromdata_rewrite(src, dst, layout, overwrite))
 
 end # module

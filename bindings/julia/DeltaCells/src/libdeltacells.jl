@@ -275,9 +275,44 @@ function dc_chromdata_writer_free(w)
     ccall((:dc_chromdata_writer_free, libdeltacells), Cvoid, (Ptr{dc_chromdata_writer},), w)
 end
 
+# dc_status dc_chromdata_writer_set_categories(struct dc_chromdata_writer * w, const char * column, struct ArrowArray * values, struct ArrowSchema * schema)
+function dc_chromdata_writer_set_categories(w, column, values, schema)
+    ccall((:dc_chromdata_writer_set_categories, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, Cstring, Ptr{ArrowArray}, Ptr{ArrowSchema}), w, column, values, schema)
+end
+
+# dc_status dc_chromdata_writer_set_table(struct dc_chromdata_writer * w, const char * name, struct ArrowArray * table, struct ArrowSchema * schema)
+function dc_chromdata_writer_set_table(w, name, table, schema)
+    ccall((:dc_chromdata_writer_set_table, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, Cstring, Ptr{ArrowArray}, Ptr{ArrowSchema}), w, name, table, schema)
+end
+
+# dc_status dc_chromdata_writer_add_array(struct dc_chromdata_writer * w, const char * kind, const char * key, struct ArrowArray * array, struct ArrowSchema * schema)
+function dc_chromdata_writer_add_array(w, kind, key, array, schema)
+    ccall((:dc_chromdata_writer_add_array, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, Cstring, Cstring, Ptr{ArrowArray}, Ptr{ArrowSchema}), w, kind, key, array, schema)
+end
+
+# dc_status dc_chromdata_writer_add_result(struct dc_chromdata_writer * w, const char * const * path, size_t n_path, const char * attrs_json, struct ArrowArray * data, struct ArrowSchema * schema)
+function dc_chromdata_writer_add_result(w, path, n_path, attrs_json, data, schema)
+    ccall((:dc_chromdata_writer_add_result, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, Ptr{Ptr{Cchar}}, Csize_t, Cstring, Ptr{ArrowArray}, Ptr{ArrowSchema}), w, path, n_path, attrs_json, data, schema)
+end
+
+# dc_status dc_chromdata_writer_set_json(struct dc_chromdata_writer * w, const char * kind, const char * key, const char * json)
+function dc_chromdata_writer_set_json(w, kind, key, json)
+    ccall((:dc_chromdata_writer_set_json, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, Cstring, Cstring, Cstring), w, kind, key, json)
+end
+
+# dc_status dc_chromdata_rewrite(const char * src, const char * dst, dc_layout layout, int overwrite)
+function dc_chromdata_rewrite(src, dst, layout, overwrite)
+    ccall((:dc_chromdata_rewrite, libdeltacells), dc_status, (Cstring, Cstring, dc_layout, Cint), src, dst, layout, overwrite)
+end
+
 # dc_status dc_dataset_open(const char * path, struct dc_dataset * * out)
 function dc_dataset_open(path, out)
     ccall((:dc_dataset_open, libdeltacells), dc_status, (Cstring, Ptr{Ptr{dc_dataset}}), path, out)
+end
+
+# dc_status dc_dataset_open_opts(const char * path, const char * const * options, size_t n_options, struct dc_dataset * * out)
+function dc_dataset_open_opts(path, options, n_options, out)
+    ccall((:dc_dataset_open_opts, libdeltacells), dc_status, (Cstring, Ptr{Ptr{Cchar}}, Csize_t, Ptr{Ptr{dc_dataset}}), path, options, n_options, out)
 end
 
 # void dc_dataset_free(struct dc_dataset * ds)
@@ -388,6 +423,11 @@ end
 # dc_status dc_writer_create(const char * path, uint32_t n_genes, struct dc_writer * * out)
 function dc_writer_create(path, n_genes, out)
     ccall((:dc_writer_create, libdeltacells), dc_status, (Cstring, UInt32, Ptr{Ptr{dc_writer}}), path, n_genes, out)
+end
+
+# dc_status dc_writer_create_opts(const char * path, uint32_t n_genes, const char * const * options, size_t n_options, struct dc_writer * * out)
+function dc_writer_create_opts(path, n_genes, options, n_options, out)
+    ccall((:dc_writer_create_opts, libdeltacells), dc_status, (Cstring, UInt32, Ptr{Ptr{Cchar}}, Csize_t, Ptr{Ptr{dc_writer}}), path, n_genes, options, n_options, out)
 end
 
 # dc_status dc_writer_set(struct dc_writer * w, dc_writer_param p, int64_t value)

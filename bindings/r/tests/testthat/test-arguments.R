@@ -134,7 +134,8 @@ test_that("the shim's routines refuse bad arguments when called directly", {
   params <- list(codes = integer(0), values = numeric(0))
   df <- list(a = 1:2)
   shim_cases <- list(
-    dcr_open = function(v) call_shim("dcr_open", v),
+    dcr_open = function(v) call_shim("dcr_open", v, NULL),
+    dcr_open_options = function(v) call_shim("dcr_open", ds$path, v),
     dcr_info = function(v) call_shim("dcr_info", v),
     dcr_set_param = function(v) call_shim("dcr_set", dsp, v, 1),
     dcr_set_value = function(v) call_shim("dcr_set", dsp, 0L, v),
@@ -151,19 +152,21 @@ test_that("the shim's routines refuse bad arguments when called directly", {
     dcr_obs_int64 = function(v) call_shim("dcr_obs", dsp, NULL, v),
     dcr_var_table = function(v) call_shim("dcr_var_table", v, 0L),
     dcr_write_n_genes = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), v,
-                                              c(0L, 1L), 0L, 1, NULL, NULL, NULL, params),
+                                              c(0L, 1L), 0L, 1, NULL, NULL, NULL, params, NULL),
     dcr_write_p = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, v, 0L, 1,
-                                        NULL, NULL, NULL, params),
+                                        NULL, NULL, NULL, params, NULL),
     dcr_write_i = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, c(0L, 1L),
-                                        v, 1, NULL, NULL, NULL, params),
+                                        v, 1, NULL, NULL, NULL, params, NULL),
     dcr_write_x = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, c(0L, 1L),
-                                        0L, v, NULL, NULL, NULL, params),
+                                        0L, v, NULL, NULL, NULL, params, NULL),
     dcr_write_obs = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4,
-                                          c(0L, 1L), 0L, 1, NULL, list(v), NULL, params),
+                                          c(0L, 1L), 0L, 1, NULL, list(v), NULL, params, NULL),
     dcr_write_var = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4,
-                                          c(0L, 1L), 0L, 1, NULL, NULL, list(v), params),
+                                          c(0L, 1L), 0L, 1, NULL, NULL, list(v), params, NULL),
     dcr_write_params = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4,
-                                             c(0L, 1L), 0L, 1, NULL, NULL, NULL, v),
+                                             c(0L, 1L), 0L, 1, NULL, NULL, NULL, v, NULL),
+    dcr_write_options = function(v) call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4,
+                                              c(0L, 1L), 0L, 1, NULL, NULL, NULL, params, v),
     dcr_cd_info = function(v) call_shim("dcr_cd_info", v),
     dcr_cd_query_what = function(v) call_shim("dcr_cd_query", cdp, v, "a", NULL, 0L),
     dcr_cd_query_id = function(v) call_shim("dcr_cd_query", cdp, 0L, v, NULL, 0L),
@@ -204,13 +207,13 @@ test_that("the shim's routines refuse bad arguments when called directly", {
   expect_error(call_shim("dcr_batches_next", dsp), class = "deltacells_invalid_argument")
   expect_error(call_shim("dcr_shuffled_order", dsp, 2^60, 1), class = "deltacells_invalid_argument")
   expect_error(call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, c(0L, 5L), 0L, 1, NULL,
-                         NULL, NULL, params), "last column pointer")
+                         NULL, NULL, params, NULL), "last column pointer")
   expect_error(call_shim("dcr_write", file.path(tempdir(), "y.dc"), NaN, c(0L, 1L), 0L, 1,
-                         NULL, NULL, NULL, params), "n_genes")
+                         NULL, NULL, NULL, params, NULL), "n_genes")
   expect_error(call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, c(0L, 1L), 9L, 1,
-                         NULL, NULL, NULL, params), "outside")
+                         NULL, NULL, NULL, params, NULL), "outside")
   expect_error(call_shim("dcr_write", file.path(tempdir(), "y.dc"), 4, c(0L, 1L), 0L, 1,
-                         NULL, NULL, list(a = 1:3), params), "'var' has 3 rows")
+                         NULL, NULL, list(a = 1:3), params, NULL), "'var' has 3 rows")
   expect_error(call_shim("dcr_cd_write", file.path(tempdir(), "y.cdz"),
                          list(f = structure(c(1L, 7L), levels = "a", class = "factor")),
                          params, list()), "not a level")

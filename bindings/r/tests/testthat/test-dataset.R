@@ -80,7 +80,7 @@ test_that("library errors become deltacells_error conditions", {
                     class = "deltacells_not_found")
   expect_s3_class(e, "deltacells_error")
   expect_equal(e$status_name, "DC_ERR_NOT_FOUND")
-  expect_match(conditionMessage(e), "dc_dataset_open: DC_ERR_NOT_FOUND: .*no-such-dataset")
+  expect_match(conditionMessage(e), "dc_dataset_open_opts: DC_ERR_NOT_FOUND: .*no-such-dataset")
 
   m <- make_counts(5, 3, density = 0.5)
   path <- file.path(tempdir(), "err.dc")
@@ -331,4 +331,28 @@ test_that("a batch whose tile is damaged raises its error; iterating goes on", {
   expect_equal(as.matrix(dc_next_batch(it)), as.matrix(m[, 7:9]))
   expect_null(dc_next_batch(it))
   dc_close(ds)
+})
+
+test_that("dc_open and dc_write take URL options (C API section 7)", {
+  m <- Matrix::sparseMatrix(i = c(1, 3, 2), j = c(1, 1, 3), x = c(5, 1, 2), dims = c(4, 3))
+  path <- file.path(tempdir(), "options.dc")
+  # Library settings are accepted for a local path too (and have no effect there).
+  dc_write(m, path, overwrite = TRUE, options = c(max_concurrency = 4))
+  ds <- dc_open(path, options = list(timeout_ms = 1000, retries = 2))
+  expect_equal(as.matrix(dc_read_cells(ds, 1:3)), as.matrix(m), ignore_attr = TRUE)
+  dc_close(ds)
+  ds <- dc_open(path, options = "max_concurrency=2")
+  expect_equal(dim(ds), c(4L, 3L))
+  dc_close(ds)
+  # An unknown key, a bad value, a malformed URL: invalid arguments naming the culprit.
+  e <- expect_error(dc_open("s3://bucket/prefix", options = c(no_such_key = "1")),
+                    class = "deltacells_invalid_argument")
+  expect_match(conditionMessage(e), "no_such_key")
+  expect_error(dc_open("s3://bucket/prefix", options = c(max_concurrency = 0)),
+               class = "deltacells_invalid_argument")
+  expect_error(dc_open("ftp://host/x"), class = "deltacells_invalid_argument")
+  expect_error(dc_write(m, "https://example.org/x.dc", overwrite = TRUE),
+               class = "deltacells_unsupported")
+  expect_error(dc_open(path, options = c(a = NA)), class = "deltacells_invalid_argument")
+  unlink(path, recursive = TRUE)
 })
