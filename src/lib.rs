@@ -5,6 +5,9 @@
 /// cbindgen:ignore
 pub mod chromdata;
 /// cbindgen:ignore
+#[doc(hidden)]
+pub mod contain;
+/// cbindgen:ignore
 #[cfg(feature = "cli")]
 pub mod convert;
 /// cbindgen:ignore
@@ -12,6 +15,8 @@ pub mod dataset;
 /// cbindgen:ignore
 pub mod error;
 pub mod ffi;
+/// cbindgen:ignore
+pub mod fork;
 /// cbindgen:ignore
 pub mod pool;
 /// cbindgen:ignore

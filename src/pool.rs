@@ -1,11 +1,12 @@
 //! Thread pools owned by the library. Host applications have their own threads (and often
 //! their own rayon global pool), so parallel work here never runs on rayon's global pool.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::fork;
 
 /// Upper bound on the threads of one pool: a caller asking for more gets this many.
 pub const MAX_THREADS: usize = 256;
@@ -35,24 +36,59 @@ pub fn resolve_threads(requested: usize) -> usize {
     }
 }
 
-type PoolCache = Mutex<Vec<(usize, Arc<ThreadPool>)>>;
+/// The pools kept alive, and the process that started them.
+struct PoolCache {
+    pid: u32,
+    pools: Vec<(usize, Arc<ThreadPool>)>,
+    /// Pools inherited through a fork: kept, never dropped (see `forget_pools`).
+    dead: Vec<Arc<ThreadPool>>,
+}
 
-fn pools() -> &'static PoolCache {
-    static POOLS: OnceLock<PoolCache> = OnceLock::new();
-    POOLS.get_or_init(|| Mutex::new(Vec::new()))
+impl PoolCache {
+    /// Retires every pool without dropping it: in a forked child its threads do not exist,
+    /// and dropping a pool would signal them and wait. Kept reachable (a few KB each), so
+    /// leak checkers do not report them.
+    fn forget_pools(&mut self) {
+        let pools = std::mem::take(&mut self.pools);
+        self.dead.extend(pools.into_iter().map(|(_, p)| p));
+        self.pid = std::process::id();
+    }
+}
+
+static POOLS: Mutex<PoolCache> = Mutex::new(PoolCache {
+    pid: 0,
+    pools: Vec::new(),
+    dead: Vec::new(),
+});
+
+fn lock_pools() -> MutexGuard<'static, PoolCache> {
+    POOLS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A pool with exactly `threads` workers (`threads` >= 2), shared by every caller asking for
 /// that size.
 pub fn pool(threads: usize) -> Result<Arc<ThreadPool>> {
-    let mut cached = pools().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, p)) = cached.iter().find(|(n, _)| *n == threads) {
+    // Counted as library work, so that a fork never copies this lock held.
+    let _work = fork::enter();
+    let mut cached = lock_pools();
+    if cached.pid != std::process::id() {
+        // A forked child (crate::fork): the pools' threads do not exist here.
+        cached.forget_pools();
+    }
+    if let Some((_, p)) = cached.pools.iter().find(|(n, _)| *n == threads) {
         return Ok(p.clone());
     }
     let p = Arc::new(
         ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("deltacells-{i}"))
+            // Workers run only work of library calls and jobs already counted by the fork
+            // gate; they must never wait at it.
+            .start_handler(|_| {
+                fork::worker_thread();
+                // Their panics travel to the submitting thread's scope: never printed.
+                crate::contain::quiet_thread();
+            })
             .build()
             .map_err(|e| {
                 Error::new(
@@ -61,10 +97,20 @@ pub fn pool(threads: usize) -> Result<Arc<ThreadPool>> {
                 )
             })?,
     );
-    if cached.len() < MAX_CACHED_POOLS {
-        cached.push((threads, p.clone()));
+    if cached.pools.len() < MAX_CACHED_POOLS {
+        cached.pools.push((threads, p.clone()));
     }
     Ok(p)
+}
+
+/// Queues `job` on `pool` to run in the background. It counts as library work from now until
+/// it has run, so that a fork waits for it (see `crate::fork`).
+pub fn spawn(pool: &ThreadPool, job: impl FnOnce() + Send + 'static) {
+    let token = fork::job();
+    pool.spawn(move || {
+        let _token = token;
+        job()
+    });
 }
 
 /// Applies `f` to every item with parallelism `threads` (already resolved) and returns the

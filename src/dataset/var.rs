@@ -104,8 +104,10 @@ fn read_parquet_table<T: parquet::file::reader::ChunkReader + 'static>(
     n_genes: u64,
     what: &str,
 ) -> Result<Box<dyn RecordBatchReader + Send>> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(source)
-        .map_err(|e| Error::format(format!("{what}: not a readable parquet file ({e})")))?;
+    let builder = crate::contain::decoding(what, || {
+        ParquetRecordBatchReaderBuilder::try_new(source)
+            .map_err(|e| Error::format(format!("{what}: not a readable parquet file ({e})")))
+    })?;
     let rows = builder.metadata().file_metadata().num_rows();
     if rows < 0 || rows as u64 != n_genes {
         return Err(Error::format(format!(
@@ -115,25 +117,36 @@ fn read_parquet_table<T: parquet::file::reader::ChunkReader + 'static>(
     // The parquet reader's batches carry no schema metadata; the builder's schema does
     // (the "pandas" entry among others).
     let schema = builder.schema().clone();
-    let inner = builder
-        .with_batch_size(1 << 16)
-        .build()
-        .map_err(|e| Error::format(format!("{what}: {e}")))?;
-    Ok(Box::new(WithSchema { inner, schema }))
+    let inner = crate::contain::decoding(what, || {
+        builder
+            .with_batch_size(1 << 16)
+            .build()
+            .map_err(|e| Error::format(format!("{what}: {e}")))
+    })?;
+    let path = what.to_string();
+    Ok(Box::new(WithSchema {
+        inner,
+        schema,
+        path,
+    }))
 }
 
-/// Batches of `inner`, relabelled with `schema` (same fields, plus metadata).
+/// Batches of `inner`, relabelled with `schema` (same fields, plus metadata); the decoder
+/// runs contained (a panic in it is an error of that batch naming `path`).
 struct WithSchema<R> {
     inner: R,
     schema: SchemaRef,
+    path: String,
 }
 
 impl<R: Iterator<Item = std::result::Result<RecordBatch, ArrowError>>> Iterator for WithSchema<R> {
     type Item = std::result::Result<RecordBatch, ArrowError>;
     fn next(&mut self) -> Option<Self::Item> {
-        self.inner
-            .next()
-            .map(|b| b.and_then(|b| b.with_schema(self.schema.clone())))
+        let next = crate::contain::decoding(&self.path, || Ok(self.inner.next()));
+        match next {
+            Ok(b) => b.map(|b| b.and_then(|b| b.with_schema(self.schema.clone()))),
+            Err(e) => Some(Err(ArrowError::ExternalError(Box::new(e)))),
+        }
     }
 }
 

@@ -707,7 +707,7 @@ impl DatasetWriter {
         let pool = pool::pool(threads)?;
         let tx = self.tx.clone();
         self.in_flight += 1;
-        pool.spawn(move || {
+        pool::spawn(&pool, move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 encode_and_write(&rows, n_genes, opts, &sink)
             }))

@@ -16,11 +16,12 @@ use arrow_array::{
     Array, ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchOptions, RecordBatchReader,
     StructArray,
 };
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
 use crate::error::{Error, Result};
 
 use super::args::{null_arg, Out};
+use super::error::{guard, DC_ERR_INTERNAL, DC_OK};
 
 /// A record batch passed in by C, taken from the caller's `struct ArrowArray`.
 pub(crate) struct BatchIn {
@@ -104,12 +105,52 @@ impl BatchIn {
     }
 }
 
-/// Moves `reader` into the caller's stream out-parameter.
+/// Moves `reader` into the caller's stream out-parameter. Each batch is produced under the
+/// guard of an exported call (`Guarded`).
 pub(crate) fn export_stream(
     out: Out<'_, FFI_ArrowArrayStream>,
     reader: Box<dyn RecordBatchReader + Send>,
 ) {
-    out.set(FFI_ArrowArrayStream::new(reader));
+    out.set(FFI_ArrowArrayStream::new(Box::new(Guarded {
+        inner: reader,
+        failed: None,
+    })));
+}
+
+/// A stream's reader as the consumer's `get_next` reaches it: each batch is produced under
+/// the guard of an exported call (counted as library work for fork safety, panics caught
+/// and never printed). After a panic the stream only reports that error.
+struct Guarded {
+    inner: Box<dyn RecordBatchReader + Send>,
+    failed: Option<String>,
+}
+
+impl Iterator for Guarded {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(m) = &self.failed {
+            return Some(Err(ArrowError::ExternalError(m.clone().into())));
+        }
+        let mut item = None;
+        let status = guard(|| {
+            item = self.inner.next();
+            Ok(())
+        });
+        if status == DC_OK {
+            return item;
+        }
+        debug_assert_eq!(status, DC_ERR_INTERNAL);
+        let m = super::error::last_error_message();
+        self.failed = Some(m.clone());
+        Some(Err(ArrowError::ExternalError(m.into())))
+    }
+}
+
+impl RecordBatchReader for Guarded {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
 }
 
 /// A stream of one batch.

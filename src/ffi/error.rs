@@ -1,10 +1,8 @@
 //! Status codes, the thread-local last error, and the panic barrier every exported
 //! function goes through.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ffi::{c_char, CString};
-use std::panic::{self, AssertUnwindSafe};
-use std::sync::Once;
 
 use crate::error::{ErrorKind, Result};
 
@@ -57,10 +55,6 @@ pub(crate) fn status_of(kind: ErrorKind) -> dc_status {
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
-    /// Set while this thread runs inside an exported function, so that our panic hook
-    /// keeps the message instead of printing it.
-    static IN_CALL: Cell<bool> = const { Cell::new(false) };
-    static PANIC_MESSAGE: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
 pub(crate) fn set_last_error(message: &str) {
@@ -78,39 +72,25 @@ pub(crate) fn set_last_error(message: &str) {
     LAST_ERROR.with(|e| *e.borrow_mut() = CString::new(line).unwrap_or_default());
 }
 
-/// Nothing is printed by the library: a panic inside an exported call is recorded for the
-/// caller; panics elsewhere in the host go to the hook that was there before.
-fn install_panic_hook() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let previous = panic::take_hook();
-        panic::set_hook(Box::new(move |info| {
-            if IN_CALL.with(|c| c.get()) {
-                PANIC_MESSAGE.with(|m| *m.borrow_mut() = Some(info.to_string()));
-            } else {
-                previous(info);
-            }
-        }));
-    });
+/// The message `dc_last_error` returns now, as a `String`.
+pub(crate) fn last_error_message() -> String {
+    LAST_ERROR
+        .try_with(|e| e.borrow().to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Runs the body of an exported function: converts its error to a status and message, and
-/// a panic to `DC_ERR_INTERNAL`.
+/// a panic to `DC_ERR_INTERNAL`. The panic is not printed (`crate::contain`: a library scope).
 pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> dc_status {
-    install_panic_hook();
-    let outer = IN_CALL.with(|c| c.replace(true));
-    let result = panic::catch_unwind(AssertUnwindSafe(body));
-    IN_CALL.with(|c| c.set(outer));
-    match result {
+    // Counted as library work: a fork on another thread waits for this call (crate::fork).
+    let _work = crate::fork::enter();
+    match crate::contain::catch(body) {
         Ok(Ok(())) => DC_OK,
         Ok(Err(e)) => {
             set_last_error(&e.message);
             status_of(e.kind)
         }
-        Err(_) => {
-            let what = PANIC_MESSAGE
-                .with(|m| m.borrow_mut().take())
-                .unwrap_or_else(|| "unknown panic".into());
+        Err(what) => {
             set_last_error(&format!("internal error (please report): {what}"));
             DC_ERR_INTERNAL
         }

@@ -19,12 +19,9 @@ def _rows(m, batches):
     return cells, x
 
 
-# Until the library's pool is fork-safe (hardening issue: src/fork.rs), a child forked after
-# the parent used the pool waits for threads that the fork did not copy; the timeout turns
-# that into a failure marked here instead of a hang.
+# A child forked after the parent used the pool gets its own pool (src/fork.rs); the timeout
+# turns a regression (a child waiting for threads the fork did not copy) into a failure, not a hang.
 FORK_TIMEOUT = 60
-pool_fork_xfail = pytest.mark.xfail(reason="library pool not fork-safe before the hardening issue lands",
-                                    raises=mp.TimeoutError, strict=False)
 
 
 def test_shares_are_disjoint_and_complete(mouse_dataset, mouse):
@@ -127,7 +124,6 @@ def _forked_worker(worker: tuple[int, int]):
     return [(b.cells, b.X) for b in iter(_FORKED["cb"])]
 
 
-@pool_fork_xfail
 def test_forked_workers_use_the_handle_opened_before_the_fork(mouse_dataset, mouse):
     m, _ = mouse
     ds = dc.Dataset(mouse_dataset)  # the library's pool, default threads

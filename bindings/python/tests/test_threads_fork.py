@@ -83,9 +83,6 @@ def test_handle_opened_before_fork_single_threaded(mouse_dataset, mouse):
     assert _fork_sums(ds) == [int(m.sum())] * 4
 
 
-@pytest.mark.xfail(reason="the library's pool is not fork-safe yet (hardening issue, src/pool.rs): "
-                          "forked children wait for threads that the fork did not copy",
-                   raises=mp.TimeoutError, strict=False)
 def test_handle_opened_before_fork_with_the_pool(mouse_dataset, mouse):
     m, _ = mouse
     ds = dc.Dataset(mouse_dataset)

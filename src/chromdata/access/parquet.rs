@@ -20,6 +20,7 @@ use super::footer::FooterMap;
 use super::pages::GroupChunks;
 use super::store::{FileSlice, Store};
 use crate::chromdata::values::normalise;
+use crate::contain;
 use crate::error::{Error, Result};
 
 /// Decoded row groups kept per file (sequential iteration decodes each group once).
@@ -105,9 +106,11 @@ impl ParquetFile {
         };
         let footer = read_footer(&slice).map_err(|e| invalid(&e))?;
         let map = FooterMap::scan(&footer).map_err(|e| invalid(&e.message))?;
-        let file_level =
+        // The parquet crate's decoders run contained (docs/reliability.md §1).
+        let file_level = contain::decoding(&full, || {
             ParquetMetaDataReader::decode_metadata_with_options(&map.without_groups(&footer), None)
-                .map_err(|e| invalid(&e))?;
+                .map_err(|e| invalid(&e))
+        })?;
         let leaves = file_level.file_metadata().schema_descr().num_columns();
         if let Some(g) = map.groups.iter().position(|g| g.n_columns != leaves) {
             return Err(invalid(&format_args!(
@@ -117,8 +120,9 @@ impl ParquetFile {
         }
         // Readers must use the Parquet logical types, not the stored Arrow schema (§6.2).
         let opts = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
-        let meta =
-            ArrowReaderMetadata::try_new(Arc::new(file_level), opts).map_err(|e| invalid(&e))?;
+        let meta = contain::decoding(&full, || {
+            ArrowReaderMetadata::try_new(Arc::new(file_level), opts).map_err(|e| invalid(&e))
+        })?;
         Ok(ParquetFile {
             slice,
             groups: map.groups.iter().map(|_| OnceLock::new()).collect(),
@@ -143,15 +147,17 @@ impl ParquetFile {
             .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
             .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
             .with_encoding_stats_policy(ParquetStatisticsPolicy::SkipAll);
-        let one = ParquetMetaDataReader::decode_metadata_with_options(
-            &self.map.only_group(&self.footer, g),
-            Some(&opts),
-        )
-        .map_err(|e| {
-            parquet_error(
-                &self.path,
-                format_args!("invalid footer entry of row group {g} ({e})"),
+        let one = contain::decoding(&self.path, || {
+            ParquetMetaDataReader::decode_metadata_with_options(
+                &self.map.only_group(&self.footer, g),
+                Some(&opts),
             )
+            .map_err(|e| {
+                parquet_error(
+                    &self.path,
+                    format_args!("invalid footer entry of row group {g} ({e})"),
+                )
+            })
         })?;
         Ok(self.groups[g].get_or_init(|| Arc::new(one)))
     }
@@ -282,22 +288,28 @@ impl ParquetFile {
         let fail = |e: &dyn std::fmt::Display| {
             parquet_error(&self.path, format_args!("cannot decode: {e}"))
         };
-        let levels = parquet_to_arrow_field_levels(schema, mask, None).map_err(|e| fail(&e))?;
+        let levels = contain::decoding(&self.path, || {
+            parquet_to_arrow_field_levels(schema, mask, None).map_err(|e| fail(&e))
+        })?;
         let md = self.group_meta(g)?;
         let chunks =
             GroupChunks::fetch(md, 0, &leaves, |s, buf, l| self.slice.read_into(s, buf, l))
                 .map_err(|e| fail(&e))?;
         let expected = self.group_rows(g);
-        let reader = ParquetRecordBatchReader::try_new_with_row_groups(
-            &levels,
-            &chunks,
-            batch_rows.max(1),
-            None,
-        )
-        .map_err(|e| fail(&e))?;
+        let mut reader = contain::decoding(&self.path, || {
+            ParquetRecordBatchReader::try_new_with_row_groups(
+                &levels,
+                &chunks,
+                batch_rows.max(1),
+                None,
+            )
+            .map_err(|e| fail(&e))
+        })?;
         let mut rows = 0usize;
-        for b in reader {
-            let b = b.map_err(|e| fail(&e))?;
+        // Only the decoder is contained, not `f` (our code: a panic there is a bug).
+        while let Some(b) = contain::decoding(&self.path, || {
+            reader.next().transpose().map_err(|e| fail(&e))
+        })? {
             let n = b.num_rows();
             if rows + n > expected {
                 break;

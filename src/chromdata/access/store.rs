@@ -201,27 +201,8 @@ impl Store {
         }
         file.seek(SeekFrom::Start(0))
             .map_err(|e| Error::io(path, &e))?;
-        let mut archive = zip::ZipArchive::new(file).map_err(|e| {
-            Error::format(format!("{display}: not a readable zip archive (.cdz): {e}"))
-        })?;
-        let mut members = HashMap::with_capacity(archive.len());
-        for i in 0..archive.len() {
-            let m = archive
-                .by_index_raw(i)
-                .map_err(|e| Error::format(format!("{display}: zip member {i} unreadable: {e}")))?;
-            if m.is_dir() {
-                continue;
-            }
-            members.insert(
-                m.name().to_string(),
-                ZipMember {
-                    header_start: m.header_start(),
-                    compressed_size: m.compressed_size(),
-                    size: m.size(),
-                    stored: m.compression() == zip::CompressionMethod::Stored,
-                },
-            );
-        }
+        // The zip crate parses the central directory: contained (docs/reliability.md).
+        let members = crate::contain::decoding(&display, || zip_members(file, &display))?;
         let file = File::open(path).map_err(|e| Error::io(path, &e))?;
         Ok(Store {
             backend: Backend::Zip {
@@ -325,6 +306,31 @@ impl Store {
         serde_json::from_slice(&bytes)
             .map_err(|e| Error::format(format!("{}/{path}: not valid JSON: {e}", self.display)))
     }
+}
+
+/// The members of the zip archive `file` (directories left out), by name.
+fn zip_members(file: File, display: &str) -> Result<HashMap<String, ZipMember>> {
+    let mut archive = zip::ZipArchive::new(file)
+        .map_err(|e| Error::format(format!("{display}: not a readable zip archive (.cdz): {e}")))?;
+    let mut members = HashMap::with_capacity(archive.len());
+    for i in 0..archive.len() {
+        let m = archive
+            .by_index_raw(i)
+            .map_err(|e| Error::format(format!("{display}: zip member {i} unreadable: {e}")))?;
+        if m.is_dir() {
+            continue;
+        }
+        members.insert(
+            m.name().to_string(),
+            ZipMember {
+                header_start: m.header_start(),
+                compressed_size: m.compressed_size(),
+                size: m.size(),
+                stored: m.compression() == zip::CompressionMethod::Stored,
+            },
+        );
+    }
+    Ok(members)
 }
 
 fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {

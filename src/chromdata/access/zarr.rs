@@ -137,12 +137,13 @@ impl ArrayReader {
             true => Error::format(format!("{ctx}: {e}")),
             false => Error::new(ErrorKind::NotFound, format!("{ctx}: {e}")),
         };
-        let array = Array::open(self.zs.clone(), &format!("/{path}")).map_err(|e| zerr(&e))?;
         // zarrs may fan out over chunks with rayon: keep that off the global pool.
         let pool = crate::pool::pool(2)?;
-        let v: Vec<T> = pool
-            .install(|| array.retrieve_array_subset::<Vec<T>>(&array.subset_all()))
-            .map_err(|e| zerr(&e))?;
+        let v: Vec<T> = crate::contain::decoding(&ctx, || {
+            let array = Array::open(self.zs.clone(), &format!("/{path}")).map_err(|e| zerr(&e))?;
+            pool.install(|| array.retrieve_array_subset::<Vec<T>>(&array.subset_all()))
+                .map_err(|e| zerr(&e))
+        })?;
         if v.len() as u64 != n {
             return Err(Error::format(format!(
                 "{ctx}: decoded {} elements, shape says {n}",
@@ -158,7 +159,9 @@ impl ArrayReader {
     pub(crate) fn read_values(&self, path: &str, ty: ArrayType, shape: &[u64]) -> Result<ArrayRef> {
         let ctx = format!("{}/{path}", self.store.display);
         let zerr = |e: &dyn std::fmt::Display| Error::format(format!("{ctx}: {e}"));
-        let array = Array::open(self.zs.clone(), &format!("/{path}")).map_err(|e| zerr(&e))?;
+        let array = crate::contain::decoding(&ctx, || {
+            Array::open(self.zs.clone(), &format!("/{path}")).map_err(|e| zerr(&e))
+        })?;
         if array.shape() != shape {
             return Err(Error::format(format!(
                 "{ctx}: zarrs reads shape {:?}, zarr.json says {shape:?}",
@@ -180,19 +183,21 @@ impl ArrayReader {
                     .map_err(|e| zerr(&e))?
             };
         }
-        let values: ArrayRef = match ty {
-            ArrayType::Bool => Arc::new(BooleanArray::from(elements!(bool))),
-            ArrayType::Int8 => Arc::new(Int8Array::from(elements!(i8))),
-            ArrayType::Int16 => Arc::new(Int16Array::from(elements!(i16))),
-            ArrayType::Int32 => Arc::new(Int32Array::from(elements!(i32))),
-            ArrayType::Int64 => Arc::new(Int64Array::from(elements!(i64))),
-            ArrayType::UInt8 => Arc::new(UInt8Array::from(elements!(u8))),
-            ArrayType::UInt16 => Arc::new(UInt16Array::from(elements!(u16))),
-            ArrayType::UInt32 => Arc::new(UInt32Array::from(elements!(u32))),
-            ArrayType::UInt64 => Arc::new(UInt64Array::from(elements!(u64))),
-            ArrayType::Float32 => Arc::new(Float32Array::from(elements!(f32))),
-            ArrayType::Float64 => Arc::new(Float64Array::from(elements!(f64))),
-        };
+        let values = crate::contain::decoding(&ctx, || -> Result<ArrayRef> {
+            Ok(match ty {
+                ArrayType::Bool => Arc::new(BooleanArray::from(elements!(bool))),
+                ArrayType::Int8 => Arc::new(Int8Array::from(elements!(i8))),
+                ArrayType::Int16 => Arc::new(Int16Array::from(elements!(i16))),
+                ArrayType::Int32 => Arc::new(Int32Array::from(elements!(i32))),
+                ArrayType::Int64 => Arc::new(Int64Array::from(elements!(i64))),
+                ArrayType::UInt8 => Arc::new(UInt8Array::from(elements!(u8))),
+                ArrayType::UInt16 => Arc::new(UInt16Array::from(elements!(u16))),
+                ArrayType::UInt32 => Arc::new(UInt32Array::from(elements!(u32))),
+                ArrayType::UInt64 => Arc::new(UInt64Array::from(elements!(u64))),
+                ArrayType::Float32 => Arc::new(Float32Array::from(elements!(f32))),
+                ArrayType::Float64 => Arc::new(Float64Array::from(elements!(f64))),
+            })
+        })?;
         if Some(values.len() as u64) != n {
             return Err(Error::format(format!(
                 "{ctx}: decoded {} elements, shape {shape:?} says otherwise",

@@ -50,14 +50,16 @@ fn decode_columns<T: parquet::file::reader::ChunkReader + 'static>(
     what: &str,
 ) -> Result<Vec<RecordBatch>> {
     let mask = ProjectionMask::roots(meta.parquet_schema(), idx.iter().copied());
-    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(reader, meta)
-        .with_projection(mask)
-        .with_batch_size(1 << 16)
-        .build()
-        .map_err(|e| arrow_err(what, e))?;
-    reader
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| arrow_err(what, e))
+    // The parquet crate decodes stored bytes: contained (docs/reliability.md §1).
+    crate::contain::decoding(what, || {
+        ParquetRecordBatchReaderBuilder::new_with_metadata(reader, meta)
+            .with_projection(mask)
+            .with_batch_size(1 << 16)
+            .build()
+            .map_err(|e| arrow_err(what, e))?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| arrow_err(what, e))
+    })
 }
 
 /// Obs of an open dataset: the schema and what the manifest says of the shards.
@@ -198,8 +200,10 @@ impl ObsMeta {
             object
                 .prefetch_tail(crate::storage::remote::ranged::FOOTER_GUESS)
                 .map_err(missing)?;
-            let meta = ArrowReaderMetadata::load(&object, ArrowReaderOptions::new())
-                .map_err(|e| arrow_err(&what, format!("not a readable parquet file ({e})")))?;
+            let meta = crate::contain::decoding(&what, || {
+                ArrowReaderMetadata::load(&object, ArrowReaderOptions::new())
+                    .map_err(|e| arrow_err(&what, format!("not a readable parquet file ({e})")))
+            })?;
             self.check_shard(s, &what, &meta)?;
             return Ok((Shard::Remote(object), meta));
         }
@@ -211,8 +215,10 @@ impl ObsMeta {
                 self.shard_bytes[s]
             )));
         }
-        let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
-            .map_err(|e| arrow_err(&what, format!("not a readable parquet file ({e})")))?;
+        let meta = crate::contain::decoding(&what, || {
+            ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+                .map_err(|e| arrow_err(&what, format!("not a readable parquet file ({e})")))
+        })?;
         self.check_shard(s, &what, &meta)?;
         Ok((Shard::File(file), meta))
     }
@@ -393,7 +399,8 @@ impl ObsMeta {
         let path = self.cache_file(dir, i);
         let file = File::open(&path).ok()?;
         let c = &self.schema.columns[i];
-        let ok = (|| {
+        // arrow-ipc decodes the cache file: contained, a panic is a bad cache file.
+        let ok = crate::contain::catch(|| {
             let r = arrow_ipc::reader::FileReader::try_new(BufReader::new(file), None).ok()?;
             let s = r.schema();
             if r.num_batches() != self.tile_cells.len()
@@ -415,7 +422,9 @@ impl ObsMeta {
                 out.push(a);
             }
             Some(out)
-        })();
+        })
+        .ok()
+        .flatten();
         if ok.is_none() {
             let _ = std::fs::remove_file(&path);
         }

@@ -48,6 +48,9 @@ pub(crate) fn runtime() -> Result<(Arc<Runtime>, u64)> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKER_THREADS)
         .thread_name("deltacells-io")
+        // Its threads run only library work: a panic in a task (a dependency on a malformed
+        // response) reaches the caller as an error and is not printed (docs/reliability.md §1).
+        .on_thread_start(crate::contain::quiet_thread)
         .enable_all()
         .build()
         .map_err(|e| {
