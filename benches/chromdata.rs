@@ -527,6 +527,53 @@ fn child_read(v: &[String]) {
     );
 }
 
+/// `--repeat STORE QUERY all|coords N` (for `perf record`): repeats one query N times through
+/// the C ABI and prints the mean time. QUERY: `open` (open and free), `all` (read_spots),
+/// `chroms:K` (get_chrom of the first K chromosomes of the bins table, one handle per
+/// round), `trace:ID` or `cell:ID` (one handle for all rounds).
+fn repeat(v: &[String]) {
+    let store = Path::new(&v[0]);
+    let columns = match v[2].as_str() {
+        "coords" => Columns::Coords,
+        _ => Columns::All,
+    };
+    let n: usize = v[3].parse().unwrap();
+    let queries: Vec<PlanQuery> = match v[1].split_once(':') {
+        _ if v[1] == "open" => Vec::new(),
+        _ if v[1] == "all" => vec![PlanQuery::All],
+        Some(("chroms", k)) => {
+            let cd = ChromData::open(store).unwrap();
+            let cats = cd.categories("bins", "chrom").unwrap();
+            let names = cats.as_any().downcast_ref::<StringArray>().unwrap();
+            (0..k.parse::<usize>().unwrap())
+                .map(|i| PlanQuery::Chrom(names.value(i).to_string()))
+                .collect()
+        }
+        Some(("trace", id)) => vec![PlanQuery::Trace(CatValue::Str(id.into()))],
+        Some(("cell", id)) => vec![PlanQuery::Cell(CatValue::Str(id.into()))],
+        _ => panic!("--repeat: unknown query {:?}", v[1]),
+    };
+    let shared = CStore::open(store);
+    let t = Instant::now();
+    for _ in 0..n {
+        let fresh;
+        let cd = if matches!(
+            queries.first(),
+            Some(PlanQuery::Trace(_) | PlanQuery::Cell(_))
+        ) {
+            &shared
+        } else {
+            fresh = CStore::open(store);
+            &fresh
+        };
+        for q in &queries {
+            assert!(rows_of(&cd.query(q, &columns)) > 0, "empty answer");
+        }
+    }
+    let mean = t.elapsed().as_secs_f64() / n as f64;
+    println!("{}", json!({"query": v[1], "n": n, "mean_secs": mean}));
+}
+
 fn run_json(cmd: &mut Command) -> Value {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     if !out.status.success() {
@@ -968,6 +1015,9 @@ fn main() {
     }
     if argv.first().map(String::as_str) == Some("--child-read") {
         return child_read(&argv[1..]);
+    }
+    if argv.first().map(String::as_str) == Some("--repeat") {
+        return repeat(&argv[1..]);
     }
     let a = args(&argv);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

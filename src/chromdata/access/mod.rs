@@ -2,6 +2,7 @@
 //! members, read in place), its Parquet files (footers, row groups on demand) and its Zarr
 //! arrays. Used by `read`; knows nothing of queries.
 
+mod footer;
 mod pages;
 pub(crate) mod parquet;
 pub(crate) mod store;

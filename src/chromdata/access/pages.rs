@@ -129,12 +129,7 @@ fn external(e: std::io::Error) -> ParquetError {
 /// Decompresses one zstd page (`prefix` uncompressed bytes first: the levels of a v2 page)
 /// with this thread's context.
 fn unzstd(prefix: &[u8], data: &[u8]) -> PqResult<Bytes> {
-    ZSTD.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(zstd::bulk::Decompressor::new().map_err(external)?);
-        }
-        let d = slot.as_mut().expect("context just created");
+    with_zstd(|d| {
         let known = zstd::zstd_safe::get_frame_content_size(data)
             .ok()
             .flatten()
@@ -154,6 +149,21 @@ fn unzstd(prefix: &[u8], data: &[u8]) -> PqResult<Bytes> {
                 Err(e) => return Err(ParquetError::General(format!("zstd page: {e}"))),
             }
         }
+    })
+    .map_err(external)?
+}
+
+/// Runs `f` with this thread's zstd decompression context (created once per thread:
+/// creating one per page or chunk cost more than decompressing small ones).
+pub(crate) fn with_zstd<R>(
+    f: impl FnOnce(&mut zstd::bulk::Decompressor<'static>) -> R,
+) -> std::io::Result<R> {
+    ZSTD.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new()?);
+        }
+        Ok(f(slot.as_mut().expect("context just created")))
     })
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
@@ -12,8 +12,11 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
 };
 use parquet::arrow::{parquet_to_arrow_field_levels, ProjectionMask};
-use parquet::file::metadata::ParquetStatisticsPolicy;
+use parquet::file::metadata::{
+    ParquetMetaData, ParquetMetaDataOptions, ParquetMetaDataReader, ParquetStatisticsPolicy,
+};
 
+use super::footer::FooterMap;
 use super::pages::GroupChunks;
 use super::store::{FileSlice, Store};
 use crate::chromdata::values::normalise;
@@ -28,7 +31,13 @@ type CacheEntry = (usize, Vec<usize>, Vec<ArrayRef>);
 /// A Parquet file of a store, its footer read.
 pub(crate) struct ParquetFile {
     slice: FileSlice,
+    /// The file-level metadata (schema, num_rows; no row groups).
     meta: ArrowReaderMetadata,
+    /// The footer's `FileMetaData` bytes and where its row groups lie in them.
+    footer: Vec<u8>,
+    map: FooterMap,
+    /// Row group g's metadata alone, decoded on first use.
+    groups: Vec<OnceLock<Arc<ParquetMetaData>>>,
     /// Store path + relative path, for messages.
     pub(crate) path: String,
     /// Store-relative path (`tables/...`).
@@ -49,32 +58,108 @@ fn parquet_error(path: &str, e: impl std::fmt::Display) -> Error {
     Error::format(format!("{path}: {e}"))
 }
 
+/// Bytes read from the end of a file in one go: most footers (and their 8-byte trailer) fit.
+const TAIL_GUESS: u64 = 64 * 1024;
+
+/// The `FileMetaData` bytes of a Parquet file (plaintext footer, `PAR1` trailer).
+fn read_footer(slice: &FileSlice) -> std::result::Result<Vec<u8>, String> {
+    let len = slice.len();
+    if len < 12 {
+        return Err(format!("{len} bytes, too short for a Parquet file"));
+    }
+    let tail_len = len.min(TAIL_GUESS);
+    let mut tail = slice
+        .read_at(len - tail_len, tail_len as usize)
+        .map_err(|e| e.to_string())?;
+    let n = tail.len();
+    if &tail[n - 4..] != b"PAR1" {
+        return Err("the file does not end with PAR1 (encrypted footers are not supported)".into());
+    }
+    let meta_len = u32::from_le_bytes([tail[n - 8], tail[n - 7], tail[n - 6], tail[n - 5]]) as u64;
+    if meta_len + 12 > len {
+        return Err(format!(
+            "footer of {meta_len} bytes in a file of {len} bytes"
+        ));
+    }
+    if meta_len + 8 <= tail_len {
+        let start = (tail_len - 8 - meta_len) as usize;
+        tail.truncate(n - 8);
+        tail.drain(..start);
+        Ok(tail)
+    } else {
+        slice
+            .read_at(len - 8 - meta_len, meta_len as usize)
+            .map_err(|e| e.to_string())
+    }
+}
+
 impl ParquetFile {
-    /// Opens `path` (store-relative) and reads its footer. Missing → NotFound; no valid
-    /// footer (e.g. a truncated file) → Format.
+    /// Opens `path` (store-relative) and reads its footer: walked whole (structure, each row
+    /// group's rows and column count), the file-level part decoded; the column chunks of a
+    /// row group are decoded when it is first read ([`footer`](super::footer)). Missing →
+    /// NotFound; no valid footer (e.g. a truncated file) → Format.
     pub(crate) fn open(store: &Store, path: &str, reads: Arc<AtomicU64>) -> Result<ParquetFile> {
         let slice = store.slice(path)?;
         let full = format!("{}/{path}", store.display);
-        // Readers must use the Parquet logical types, not the stored Arrow schema (§6.2).
-        // Statistics are never used: not decoding them makes footers 2x cheaper to parse.
-        let opts = ArrowReaderOptions::new()
-            .with_skip_arrow_metadata(true)
-            .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
-            .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
-            .with_encoding_stats_policy(ParquetStatisticsPolicy::SkipAll);
+        let invalid = |e: &dyn std::fmt::Display| {
+            parquet_error(&full, format_args!("no valid Parquet footer ({e})"))
+        };
+        let footer = read_footer(&slice).map_err(|e| invalid(&e))?;
+        let map = FooterMap::scan(&footer).map_err(|e| invalid(&e.message))?;
         // The parquet crate's decoders run contained (docs/reliability.md §1).
+        let file_level = contain::decoding(&full, || {
+            ParquetMetaDataReader::decode_metadata_with_options(&map.without_groups(&footer), None)
+                .map_err(|e| invalid(&e))
+        })?;
+        let leaves = file_level.file_metadata().schema_descr().num_columns();
+        if let Some(g) = map.groups.iter().position(|g| g.n_columns != leaves) {
+            return Err(invalid(&format_args!(
+                "row group {g} has {} column chunks, the schema {leaves} columns",
+                map.groups[g].n_columns
+            )));
+        }
+        // Readers must use the Parquet logical types, not the stored Arrow schema (§6.2).
+        let opts = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
         let meta = contain::decoding(&full, || {
-            ArrowReaderMetadata::load(&slice, opts)
-                .map_err(|e| parquet_error(&full, format_args!("no valid Parquet footer ({e})")))
+            ArrowReaderMetadata::try_new(Arc::new(file_level), opts).map_err(|e| invalid(&e))
         })?;
         Ok(ParquetFile {
             slice,
+            groups: map.groups.iter().map(|_| OnceLock::new()).collect(),
+            footer,
+            map,
             meta,
             path: full,
             rel: path.to_string(),
             cache: Mutex::new(VecDeque::new()),
             reads: reads.clone(),
         })
+    }
+
+    /// The metadata of row group `g` alone (as its group 0), decoded on first use.
+    /// Statistics are never used: not decoding them makes it 2x cheaper.
+    fn group_meta(&self, g: usize) -> Result<&Arc<ParquetMetaData>> {
+        if let Some(m) = self.groups[g].get() {
+            return Ok(m);
+        }
+        let opts = ParquetMetaDataOptions::new()
+            .with_schema(self.meta.metadata().file_metadata().schema_descr_ptr())
+            .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
+            .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
+            .with_encoding_stats_policy(ParquetStatisticsPolicy::SkipAll);
+        let one = contain::decoding(&self.path, || {
+            ParquetMetaDataReader::decode_metadata_with_options(
+                &self.map.only_group(&self.footer, g),
+                Some(&opts),
+            )
+            .map_err(|e| {
+                parquet_error(
+                    &self.path,
+                    format_args!("invalid footer entry of row group {g} ({e})"),
+                )
+            })
+        })?;
+        Ok(self.groups[g].get_or_init(|| Arc::new(one)))
     }
 
     pub(crate) fn schema(&self) -> &SchemaRef {
@@ -86,12 +171,16 @@ impl ParquetFile {
     }
 
     pub(crate) fn row_group_rows(&self) -> Vec<u64> {
-        self.meta
-            .metadata()
-            .row_groups()
+        self.map
+            .groups
             .iter()
-            .map(|g| g.num_rows().max(0) as u64)
+            .map(|g| g.num_rows.max(0) as u64)
             .collect()
+    }
+
+    /// Rows of row group `g` as its footer gives them.
+    fn group_rows(&self, g: usize) -> usize {
+        self.map.groups[g].num_rows.max(0) as usize
     }
 
     /// Top-level column index of `name`.
@@ -125,7 +214,7 @@ impl ParquetFile {
 
     /// Number of row groups.
     pub(crate) fn num_row_groups(&self) -> usize {
-        self.meta.metadata().num_row_groups()
+        self.map.groups.len()
     }
 
     /// Counts `n` row-group decodes (see `ChromData::row_group_reads`).
@@ -136,9 +225,8 @@ impl ParquetFile {
     /// Decodes row group `g` with the top-level columns `cols`, returned in that order;
     /// bypasses the cache and the read counter; safe to call from several threads at once.
     pub(crate) fn decode_columns(&self, g: usize, cols: &[usize]) -> Result<Vec<ArrayRef>> {
-        let md = self.meta.metadata();
-        let rows = if g < md.num_row_groups() {
-            md.row_group(g).num_rows().max(1) as usize
+        let rows = if g < self.num_row_groups() {
+            self.group_rows(g).max(1)
         } else {
             1
         };
@@ -177,8 +265,7 @@ impl ParquetFile {
         batch_rows: usize,
         mut f: impl FnMut(usize, Vec<ArrayRef>) -> Result<()>,
     ) -> Result<()> {
-        let md = self.meta.metadata();
-        let n_groups = md.num_row_groups();
+        let n_groups = self.num_row_groups();
         if g >= n_groups {
             return Err(Error::format(format!(
                 "{}: row group {g} requested, file has {n_groups}",
@@ -204,10 +291,11 @@ impl ParquetFile {
         let levels = contain::decoding(&self.path, || {
             parquet_to_arrow_field_levels(schema, mask, None).map_err(|e| fail(&e))
         })?;
+        let md = self.group_meta(g)?;
         let chunks =
-            GroupChunks::fetch(md, g, &leaves, |s, buf, l| self.slice.read_into(s, buf, l))
+            GroupChunks::fetch(md, 0, &leaves, |s, buf, l| self.slice.read_into(s, buf, l))
                 .map_err(|e| fail(&e))?;
-        let expected = md.row_group(g).num_rows().max(0) as usize;
+        let expected = self.group_rows(g);
         let mut reader = contain::decoding(&self.path, || {
             ParquetRecordBatchReader::try_new_with_row_groups(
                 &levels,
@@ -250,9 +338,7 @@ impl ParquetFile {
         RecordBatch::try_new_with_options(
             Arc::new(arrow_schema::Schema::new(fields)),
             arrays,
-            &arrow_array::RecordBatchOptions::new().with_row_count(Some(
-                self.meta.metadata().row_group(g).num_rows().max(0) as usize,
-            )),
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(self.group_rows(g))),
         )
         .map_err(|e| parquet_error(&self.path, e))
     }

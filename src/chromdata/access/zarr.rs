@@ -32,6 +32,12 @@ impl ArrayReader {
 
     /// Checks `<path>/zarr.json` describes a 1-D array of `dtype`; returns its length.
     pub(crate) fn shape_1d(&self, path: &str, dtype: &str) -> Result<u64> {
+        self.meta_1d(path, dtype).map(|(n, _)| n)
+    }
+
+    /// Checks `<path>/zarr.json` describes a 1-D array of `dtype`; returns its length and
+    /// the document.
+    fn meta_1d(&self, path: &str, dtype: &str) -> Result<(u64, Value)> {
         let ctx = format!("{}/{path}/zarr.json", self.store.display);
         let meta = self.store.read_json(&format!("{path}/zarr.json"))?;
         let o = meta
@@ -60,15 +66,71 @@ impl ArrayReader {
                 o.get("shape").unwrap_or(&Value::Null)
             )));
         }
-        Ok(shape[0])
+        Ok((shape[0], meta))
     }
 
-    fn read<T: zarrs::array::ElementOwned + Send>(
+    /// Reads a 1-D array in the encoding of §6.1 (regular chunks `c/<k>`, little-endian
+    /// bytes, optionally zstd, fill value 0) without zarrs: the index arrays of every open.
+    /// Through zarrs each array parsed its `zarr.json` again and made a zstd context per
+    /// chunk, a quarter of a small store's open. None when the array is encoded otherwise.
+    fn read_plain<T: LeElement>(&self, path: &str, n: u64, meta: &Value) -> Result<Option<Vec<T>>> {
+        let Some(layout) = PlainLayout::of(meta) else {
+            return Ok(None);
+        };
+        let ctx = format!("{}/{path}", self.store.display);
+        let chunk_bytes = layout
+            .chunk
+            .checked_mul(T::SIZE as u64)
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or_else(|| Error::limit(format!("{ctx}: chunks too large")))?;
+        let total = usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= isize::MAX as usize / T::SIZE)
+            .ok_or_else(|| Error::limit(format!("{ctx}: {n} elements")))?;
+        let mut out: Vec<T> = Vec::with_capacity(total);
+        let mut buf: Vec<u8> = Vec::new();
+        let mut k = 0u64;
+        while out.len() < total {
+            let take = (total - out.len()).min(layout.chunk as usize);
+            let key = format!("{path}/c/{k}");
+            if !self.store.exists(&key) {
+                // A missing chunk holds the fill value, 0 (standard Zarr v3).
+                out.resize(out.len() + take, T::default());
+                k += 1;
+                continue;
+            }
+            let stored = self.store.read(&key)?;
+            let bytes: &[u8] = if layout.zstd {
+                buf.clear();
+                buf.reserve(chunk_bytes);
+                super::pages::with_zstd(|d| d.decompress_to_buffer(&stored, &mut buf))
+                    .and_then(|r| r)
+                    .map_err(|e| Error::format(format!("{ctx}/c/{k}: zstd: {e}")))?;
+                &buf
+            } else {
+                &stored
+            };
+            if bytes.len() != chunk_bytes {
+                return Err(Error::format(format!(
+                    "{ctx}/c/{k}: chunk of {} bytes, expected {chunk_bytes}",
+                    bytes.len()
+                )));
+            }
+            out.extend(bytes.chunks_exact(T::SIZE).take(take).map(T::from_le));
+            k += 1;
+        }
+        Ok(Some(out))
+    }
+
+    fn read<T: zarrs::array::ElementOwned + Send + LeElement>(
         &self,
         path: &str,
         dtype: &str,
     ) -> Result<Vec<T>> {
-        let n = self.shape_1d(path, dtype)?;
+        let (n, meta) = self.meta_1d(path, dtype)?;
+        if let Some(v) = self.read_plain(path, n, &meta)? {
+            return Ok(v);
+        }
         let ctx = format!("{}/{path}", self.store.display);
         let zerr = |e: &dyn std::fmt::Display| match self.store.exists(&format!("{path}/zarr.json"))
         {
@@ -177,6 +239,90 @@ impl ArrayReader {
     }
     pub(crate) fn read_i32(&self, path: &str) -> Result<Vec<i32>> {
         self.read::<i32>(path, "int32")
+    }
+}
+
+/// An element stored little-endian in `SIZE` bytes.
+trait LeElement: Copy + Default {
+    const SIZE: usize;
+    fn from_le(b: &[u8]) -> Self;
+}
+
+impl LeElement for i32 {
+    const SIZE: usize = 4;
+    fn from_le(b: &[u8]) -> Self {
+        i32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    }
+}
+
+impl LeElement for i64 {
+    const SIZE: usize = 8;
+    fn from_le(b: &[u8]) -> Self {
+        i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+    }
+}
+
+/// The 1-D encoding of §6.1 that [`ArrayReader::read_plain`] reads itself.
+struct PlainLayout {
+    chunk: u64,
+    zstd: bool,
+}
+
+impl PlainLayout {
+    /// The layout of an array document, if it is exactly §6.1's (any other key, codec,
+    /// chunk grid, key encoding or fill value: None, and zarrs reads the array).
+    fn of(meta: &Value) -> Option<PlainLayout> {
+        let o = meta.as_object()?;
+        const KNOWN: [&str; 10] = [
+            "zarr_format",
+            "node_type",
+            "shape",
+            "data_type",
+            "chunk_grid",
+            "chunk_key_encoding",
+            "fill_value",
+            "codecs",
+            "attributes",
+            "dimension_names",
+        ];
+        if o.keys().any(|k| !KNOWN.contains(&k.as_str())) {
+            return None;
+        }
+        let grid = o.get("chunk_grid")?;
+        if grid.get("name")?.as_str()? != "regular" {
+            return None;
+        }
+        let shape = grid.get("configuration")?.get("chunk_shape")?.as_array()?;
+        let chunk = match shape.as_slice() {
+            [c] => c.as_u64().filter(|&c| c > 0)?,
+            _ => return None,
+        };
+        let keys = o.get("chunk_key_encoding")?;
+        let separator = keys
+            .get("configuration")
+            .and_then(|c| c.get("separator"))
+            .map_or(Some("/"), Value::as_str)?;
+        if keys.get("name")?.as_str()? != "default" || separator != "/" {
+            return None;
+        }
+        if o.get("fill_value")?.as_i64()? != 0 {
+            return None;
+        }
+        let codecs = o.get("codecs")?.as_array()?;
+        let name = |c: &Value| c.get("name").and_then(Value::as_str).map(str::to_string);
+        let little = |c: &Value| {
+            name(c).as_deref() == Some("bytes")
+                && c.get("configuration")
+                    .and_then(|c| c.get("endian"))
+                    .and_then(Value::as_str)
+                    == Some("little")
+        };
+        let zstd = match codecs.as_slice() {
+            [b] if little(b) => false,
+            [b, z] if little(b) && name(z).as_deref() == Some("zstd") => true,
+            _ => return None,
+        };
+        Some(PlainLayout { chunk, zstd })
     }
 }
 
