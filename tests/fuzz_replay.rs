@@ -62,10 +62,10 @@ fn tiles() {
     replay("tile_nocrc", |d| harness::fuzz_tile(d, false));
 }
 
-#[test]
-fn dataset_members() {
+/// The dataset fuzz targets: the member each one replaces, and its name.
+const DATASET_TARGETS: [(harness::DatasetMember, &str); 7] = {
     use harness::DatasetMember::*;
-    for (m, target) in [
+    [
         (Manifest, "dataset_manifest"),
         (GeneOrder, "dataset_gene_order"),
         (VarNames, "dataset_var_names"),
@@ -73,7 +73,12 @@ fn dataset_members() {
         (ObsShard, "dataset_obs_shard"),
         (ObsSchema, "dataset_obs_schema"),
         (Tile, "dataset_tile"),
-    ] {
+    ]
+};
+
+#[test]
+fn dataset_members() {
+    for (m, target) in DATASET_TARGETS {
         replay(target, |d| harness::fuzz_dataset_member(m, d));
     }
 }
@@ -167,15 +172,7 @@ fn encode(n_cells: u64, n_genes: u32, step: usize, big: i32, chunks: u32) -> Vec
 fn dataset_seeds(corpus: &Path, root: &Path) {
     harness::write_dataset(root).unwrap();
     use harness::DatasetMember::*;
-    for (m, target) in [
-        (Manifest, "dataset_manifest"),
-        (GeneOrder, "dataset_gene_order"),
-        (VarNames, "dataset_var_names"),
-        (VarTable, "dataset_var_table"),
-        (ObsShard, "dataset_obs_shard"),
-        (Tile, "dataset_tile"),
-        (ObsSchema, "dataset_obs_schema"),
-    ] {
+    for (m, target) in DATASET_TARGETS {
         put(
             corpus,
             target,

@@ -285,6 +285,19 @@ static void quick_forks(dc_dataset *ds, dc_chromdata *cd)
     pthread_join(th[i], NULL);
 }
 
+/* Frees the handles, the expected answers and the paths (a child before it exits, the parent
+ * at the end). */
+static void release_test_state(dc_dataset *ds, dc_chromdata *cd, char *ds_path, char *cd_path) {
+  dc_dataset_free(ds);
+  dc_chromdata_free(cd);
+  for (int t = 0; t < N_TRACES; t++)
+    table_free(&g_traces[t]);
+  free(g_indices);
+  free(g_values);
+  free(ds_path);
+  free(cd_path);
+}
+
 int main(void)
 {
   char *dir = make_temp_dir("dc-test-fork");
@@ -334,14 +347,7 @@ int main(void)
       gather_and_check(back, 9);
       dc_dataset_free(back);
       free(out);
-      dc_dataset_free(ds);
-      dc_chromdata_free(cd);
-      for (int t = 0; t < N_TRACES; t++)
-        table_free(&g_traces[t]);
-      free(g_indices);
-      free(g_values);
-      free(ds_path);
-      free(cd_path);
+      release_test_state(ds, cd, ds_path, cd_path);
       free(dir);
       exit(0);
     }
@@ -359,15 +365,8 @@ int main(void)
 
   /* The parent's pool still works after the children are gone. */
   gather_and_check(ds, 77);
-  dc_dataset_free(ds);
-  dc_chromdata_free(cd);
-  for (int t = 0; t < N_TRACES; t++)
-    table_free(&g_traces[t]);
-  free(g_indices);
-  free(g_values);
+  release_test_state(ds, cd, ds_path, cd_path);
   remove_tree(dir);
-  free(ds_path);
-  free(cd_path);
   free(dir);
   printf(TEST_NAME ": %lu passed, 0 failed\n", (unsigned long)atomic_load(&g_passed));
   return 0;
