@@ -448,3 +448,52 @@ fn c_abi_writes_to_a_url() {
     assert_eq!((st, w.is_null()), (DC_ERR_UNSUPPORTED, true));
 }
 
+/// `deltacells chromdata import-fofct TABLE s3://...` with `--option`: the uploaded store is
+/// the one a local import writes; an unknown option is a usage error naming it.
+#[cfg(feature = "cli")]
+#[test]
+fn cli_import_fofct_to_a_url() {
+    let Some(s) = servers() else { return };
+    let d = tmpdir("cli");
+    let table = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/chromatin/synthetic_traces.fofct.csv");
+    let run = |out: &str, extra: &[String]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_deltacells"))
+            .args(["chromdata", "import-fofct", table.to_str().unwrap(), out])
+            .args(["--layout", "partitioned", "--quiet"])
+            .args(extra)
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let mut options = Vec::new();
+    for o in s.opts() {
+        options.extend(["--option".to_string(), o]);
+    }
+    for name in ["t.cdz", "t.chromdata.zarr"] {
+        let url = format!("s3://{BUCKET}/cli/{name}");
+        let (code, err) = run(&url, &options);
+        assert_eq!(code, Some(0), "{err}");
+        let local = d.join(format!("local-{name}"));
+        let (code, err) = run(local.to_str().unwrap(), &[]);
+        assert_eq!(code, Some(0), "{err}");
+        let got = d.join(name);
+        download(&url, &s.opts(), &got);
+        assert!(tree_bytes(&got) == tree_bytes(&local), "{url}");
+        // Again: the store exists (exit 4, the URL named); --overwrite replaces it.
+        let (code, err) = run(&url, &options);
+        assert_eq!(code, Some(4), "{err}");
+        assert!(err.contains(&url), "{err}");
+        let mut again = options.clone();
+        again.push("--overwrite".into());
+        let (code, err) = run(&url, &again);
+        assert_eq!(code, Some(0), "{err}");
+    }
+    let (code, err) = run(
+        &format!("s3://{BUCKET}/cli/x.cdz"),
+        &["--option".into(), "no_such_key=1".into()],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no_such_key"), "{err}");
+    assert!(!s.root("cli/x.cdz").exists("").unwrap());
+}
