@@ -464,7 +464,10 @@ fn cli_import_fofct_to_a_url() {
             .args(extra)
             .output()
             .unwrap();
-        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
     };
     let mut options = Vec::new();
     for o in s.opts() {
