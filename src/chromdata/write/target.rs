@@ -29,6 +29,7 @@ impl Target {
     pub(crate) fn of(root: Root) -> Result<Target> {
         match root {
             Root::Local(p) => Ok(Target::Local(p)),
+            Root::Open(d) => Ok(Target::Local(d.path().to_path_buf())),
             #[cfg(feature = "remote")]
             Root::Remote(r) => {
                 if !r.url().scheme.writable() {
