@@ -12,6 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::OpenDir;
 
 /// A byte range of an open file: a whole file of a directory store, or the data of one
 /// STORED member of a `.cdz`.
@@ -151,7 +152,9 @@ struct ZipMember {
 
 #[derive(Debug)]
 enum Backend {
-    Dir(PathBuf),
+    /// Held open: members are opened relative to it, so a writer replacing the store at
+    /// its path meanwhile never mixes its files into this handle (storage::dir).
+    Dir(OpenDir),
     Zip {
         file: Arc<File>,
         members: HashMap<String, ZipMember>,
@@ -183,7 +186,7 @@ impl Store {
         let md = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
         if md.is_dir() {
             return Ok(Store {
-                backend: Backend::Dir(path.to_path_buf()),
+                backend: Backend::Dir(OpenDir::open(path)?),
                 display,
                 location: path.to_path_buf(),
             });
@@ -217,7 +220,10 @@ impl Store {
     /// Whether `path` exists (as a file / member).
     pub(crate) fn exists(&self, path: &str) -> bool {
         match &self.backend {
-            Backend::Dir(root) => root.join(path).is_file(),
+            Backend::Dir(root) => root
+                .open_file(path)
+                .and_then(|f| f.metadata().map_err(|e| Error::io(Path::new(path), &e)))
+                .is_ok_and(|m| m.is_file()),
             Backend::Zip { members, .. } => members.contains_key(path),
         }
     }
@@ -233,8 +239,8 @@ impl Store {
                         self.display
                     )));
                 }
-                let full = root.join(path);
-                let file = File::open(&full).map_err(|e| Error::io(&full, &e))?;
+                let full = root.path().join(path);
+                let file = root.open_file(path)?;
                 let md = file.metadata().map_err(|e| Error::io(&full, &e))?;
                 if !md.is_file() {
                     return Err(Error::new(
