@@ -479,7 +479,7 @@ fn cli_info_and_get_read_urls() {
         )
     };
     let opts = s.opts();
-    let mut with_opts = |args: &[&str]| {
+    let with_opts = |args: &[&str]| {
         let mut v: Vec<&str> = args.to_vec();
         for o in &opts {
             v.extend(["--option", o.as_str()]);
