@@ -22,6 +22,7 @@ use std::sync::Mutex;
 use crate::storage::remote::ObjectRoot;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::OpenDir;
 
 /// Where a slice's bytes are read from.
 #[derive(Clone, Debug)]
@@ -178,7 +179,9 @@ struct ZipMember {
 
 #[derive(Debug)]
 enum Backend {
-    Dir(PathBuf),
+    /// Held open: members are opened relative to it, so a writer replacing the store at
+    /// its path meanwhile never mixes its files into this handle (storage::dir).
+    Dir(OpenDir),
     Zip {
         file: Arc<File>,
         members: HashMap<String, ZipMember>,
@@ -233,7 +236,7 @@ impl Store {
         let md = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
         if md.is_dir() {
             return Ok(Store {
-                backend: Backend::Dir(path.to_path_buf()),
+                backend: Backend::Dir(OpenDir::open(path)?),
                 display,
                 location: Some(path.to_path_buf()),
             });
@@ -318,7 +321,10 @@ impl Store {
     /// request, whose failure (other than a missing object) is the error.
     pub(crate) fn exists(&self, path: &str) -> Result<bool> {
         match &self.backend {
-            Backend::Dir(root) => Ok(root.join(path).is_file()),
+            Backend::Dir(root) => Ok(root
+                .open_file(path)
+                .and_then(|f| f.metadata().map_err(|e| Error::io(Path::new(path), &e)))
+                .is_ok_and(|m| m.is_file())),
             Backend::Zip { members, .. } => Ok(members.contains_key(path)),
             #[cfg(feature = "remote")]
             Backend::RemoteDir(root) => {
@@ -359,8 +365,8 @@ impl Store {
         match &self.backend {
             Backend::Dir(root) => {
                 check_inside(&self.display, path)?;
-                let full = root.join(path);
-                let file = File::open(&full).map_err(|e| Error::io(&full, &e))?;
+                let full = root.path().join(path);
+                let file = root.open_file(path)?;
                 let md = file.metadata().map_err(|e| Error::io(&full, &e))?;
                 if !md.is_file() {
                     return Err(Error::new(
