@@ -37,10 +37,16 @@ impl ChromData {
     ///
     /// [`Options`]: crate::storage::Options
     pub fn open_url(location: &str, options: &[&str]) -> Result<ChromData> {
-        let store = match crate::storage::Root::parse(location, options)? {
-            crate::storage::Root::Local(p) => Store::open(&p)?,
+        let root = crate::storage::Root::parse(location, options)?;
+        let store = match root.local_path() {
+            Some(p) => Store::open(p)?,
             #[cfg(feature = "remote")]
-            crate::storage::Root::Remote(r) => Store::open_remote(r)?,
+            None => match root.remote() {
+                Some(r) => Store::open_remote(r.clone())?,
+                None => unreachable!("a root is local or remote"),
+            },
+            #[cfg(not(feature = "remote"))]
+            None => unreachable!("a root is local or remote"),
         };
         Ok(ChromData {
             inner: Arc::new(open(Arc::new(store))?),
