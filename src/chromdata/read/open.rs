@@ -38,15 +38,12 @@ impl ChromData {
     /// [`Options`]: crate::storage::Options
     pub fn open_url(location: &str, options: &[&str]) -> Result<ChromData> {
         let root = crate::storage::Root::parse(location, options)?;
-        let store = match root.local_path() {
-            Some(p) => Store::open(p)?,
+        let store = match &root {
             #[cfg(feature = "remote")]
-            None => match root.remote() {
-                Some(r) => Store::open_remote(r.clone())?,
-                None => unreachable!("a root is local or remote"),
-            },
-            #[cfg(not(feature = "remote"))]
-            None => unreachable!("a root is local or remote"),
+            crate::storage::Root::Remote(r) => Store::open_remote(r.clone())?,
+            local => Store::open(local.local_path().ok_or_else(|| {
+                Error::new(ErrorKind::Internal, format!("{location}: no local path"))
+            })?)?,
         };
         Ok(ChromData {
             inner: Arc::new(open(Arc::new(store))?),
