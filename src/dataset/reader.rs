@@ -426,7 +426,7 @@ impl Dataset {
         let expected = self.manifest.tile_bytes[t as usize];
         let mut blob = self.buffers.take();
         blob.clear();
-        blob.try_reserve_exact(expected as usize).map_err(|_| {
+        crate::memory::try_reserve_huge(&mut blob, expected as usize).map_err(|_| {
             self.tile_err(
                 t,
                 Error::limit(format!("cannot allocate {expected} bytes to read it")),
