@@ -55,7 +55,7 @@ impl Args {
             .find(|(n, _)| n == name)
             .and_then(|(_, v)| v.as_deref())
     }
-    /// Every value of a repeatable option (`--option a=1 --option b=2`), in order.
+    /// Every value of an option given several times (`--option a=1 --option b=2`), in order.
     pub fn values(&self, name: &str) -> Vec<&str> {
         self.opts
             .iter()
