@@ -18,6 +18,8 @@ pub mod ffi;
 /// cbindgen:ignore
 pub mod fork;
 /// cbindgen:ignore
+pub(crate) mod memory;
+/// cbindgen:ignore
 pub mod pool;
 /// cbindgen:ignore
 pub mod progress;

@@ -6,6 +6,7 @@
 
 mod dataset_support;
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -284,4 +285,52 @@ fn shuffled_order_follows_its_specification() {
     }
     let e = ds.shuffled_order(1, 1, &mut vec![0u64; n - 1]).unwrap_err();
     assert_eq!(e.kind, ErrorKind::BufferTooSmall { needed: n as u64 });
+}
+
+/// An epoch keeps about its window of tiles in the cache: once the batch reading a tile for
+/// the last time is handed out, that tile's chunks are gone (their buffers serve the next
+/// tiles), and the cache stays within its budget, spares included. Rows stay exact.
+#[test]
+fn a_tile_leaves_the_cache_after_its_last_batch() {
+    let f = fixture("batches-release", 200, 40, 3, 11);
+    let ds = Arc::new(Dataset::open(&f.path).unwrap());
+    // The expected batches come from another handle, so that they leave nothing in `ds`.
+    let reference = Dataset::open(&f.path).unwrap();
+    for threads in [1usize, 2] {
+        ds.set_threads(threads);
+        let budget = 4 * ds.tile_cache_unit();
+        ds.set_cache_bytes(budget);
+        let mut order = vec![0u64; 200];
+        ds.shuffled_order(9 + threads as u64, 2, &mut order)
+            .unwrap();
+        let bs = 15;
+        let mut b = Batches::new(ds.clone(), &order, bs, 2).unwrap();
+        let mut k = 0;
+        while let Some(got) = next_batch(&mut b).unwrap() {
+            let end = ((k + 1) * bs).min(200);
+            assert_eq!(got, gather_of(&reference, &order[k * bs..end]), "batch {k}");
+            // Tile t holds cells 40t..40t + 40; only tiles later batches read may stay.
+            let later: HashSet<u64> = order[end..].iter().map(|c| c / 40).collect();
+            for (t, c) in ds.cached_chunks() {
+                assert!(
+                    later.contains(&t),
+                    "after batch {k}: chunk {c} of tile {t} stays, no later batch reads it"
+                );
+            }
+            assert!(
+                ds.cached_bytes() <= budget,
+                "{} bytes over a budget of {budget}",
+                ds.cached_bytes()
+            );
+            k += 1;
+        }
+        assert_eq!(
+            ds.cached_chunks(),
+            vec![],
+            "nothing stays after the last batch"
+        );
+        drop(b);
+        ds.set_cache_bytes(0);
+        assert_eq!(ds.cached_bytes(), 0, "spares are dropped with the budget");
+    }
 }

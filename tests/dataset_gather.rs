@@ -211,3 +211,44 @@ fn one_thread_and_two_agree_and_reads_are_counted() {
         );
     }
 }
+
+/// A result larger than the cache is written with non-temporal stores (long rows) and
+/// through the cache (short rows); on every kernel path (scalar, SSE2, AVX2 where the CPU
+/// has them) the rows equal the input, with repeats and exceptions, on one and two threads.
+#[test]
+fn large_results_equal_the_input_on_every_kernel_path() {
+    use deltacells::tile::{active_path, force_path, KernelPath};
+    let mut rng = Rng::new(21);
+    // ~1,000 nonzeros per cell beside cells of a few: > 2 MiB of result for 400 rows.
+    let mut input = random_csr(&mut rng, 300, 3_000, 0.4, true);
+    let sparse = random_csr(&mut rng, 100, 3_000, 0.002, true);
+    let shift = *input.indptr.last().unwrap();
+    input
+        .indptr
+        .extend(sparse.indptr[1..].iter().map(|p| p + shift));
+    input.indices.extend(&sparse.indices);
+    input.values.extend(&sparse.values);
+    let dir = TempDir::new("gather-large");
+    let path = dir.join("ds");
+    write_dataset(&path, &input, test_options(64), None, None, 8);
+    let ds = Dataset::open(&path).unwrap();
+    let cells: Vec<u64> = (0..600).map(|_| rng.below(400)).collect();
+    assert!(
+        8 * ds.batch_nnz(&cells).unwrap() > 2 << 20,
+        "the result must exceed 2 MiB"
+    );
+    let paths: Vec<KernelPath> = [KernelPath::Scalar, KernelPath::Sse2, KernelPath::Avx2]
+        .into_iter()
+        .filter(|p| p.available())
+        .collect();
+    for &p in &paths {
+        force_path(Some(p));
+        assert_eq!(active_path(), p);
+        for (threads, budget) in [(1, 0), (2, 0), (2, 256 << 20)] {
+            ds.set_threads(threads);
+            ds.set_cache_bytes(budget);
+            check_rows(&ds, &input, &cells).unwrap();
+        }
+    }
+    force_path(None);
+}

@@ -9,7 +9,11 @@
 //! dataset's `threads` setting at creation; the calling thread only waits. Memory: the plans
 //! of at most `read_ahead` + 1 batches (a few words per row), and decompressed chunks within
 //! the dataset's cache budget (read-ahead stops when the cache cannot take more, and with a
-//! budget of 0 it only plans).
+//! budget of 0 it only plans). Once the batch that reads a tile for the last time in the
+//! order is handed out, the tile's chunks leave the cache (unless someone else holds them)
+//! and their buffers serve the next tiles' chunks: an epoch keeps about its window of
+//! tiles in memory, not the whole dataset, and does not fault in fresh memory for every
+//! chunk. Other users of the dataset may have to decompress those chunks again.
 //!
 //! Errors: a batch whose plan or data cannot be read returns that error (naming the tile,
 //! and the chunk and cell where one is at fault) from the call that hands it out, and is
@@ -124,6 +128,29 @@ fn read_ahead_job(shared: Arc<Shared>, k: usize) {
     shared.changed.notify_all();
 }
 
+/// For each batch, the tiles it reads for the last time in the order.
+fn last_use(ds: &Dataset, cells: &[u64], batch_size: usize) -> BTreeMap<usize, Vec<u64>> {
+    // starts: the first cell of each tile, then n_cells.
+    let starts = ds.starts();
+    let mut last: Vec<Option<usize>> = vec![None; starts.len().saturating_sub(1)];
+    // The previous cell's tile and its cells, to skip the search while the order stays.
+    let (mut tile, mut range) = (0usize, 0..0);
+    for (i, &c) in cells.iter().enumerate() {
+        if !range.contains(&c) {
+            tile = starts.partition_point(|&s| s <= c) - 1;
+            range = starts[tile]..starts[tile + 1];
+        }
+        last[tile] = Some(i / batch_size);
+    }
+    let mut by_batch: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+    for (t, k) in last.into_iter().enumerate() {
+        if let Some(k) = k {
+            by_batch.entry(k).or_default().push(t as u64);
+        }
+    }
+    by_batch
+}
+
 /// An iterator over batches of a dataset's cells; see the module documentation.
 pub struct Batches {
     shared: Arc<Shared>,
@@ -131,6 +158,8 @@ pub struct Batches {
     threads: usize,
     read_ahead: usize,
     n_batches: usize,
+    /// Tiles whose last batch in the order is the key (their chunks are released after it).
+    last_use: BTreeMap<usize, Vec<u64>>,
     /// The batch handed out next.
     next: usize,
     /// Batch `next`, taken from its slot by `peek` (or kept after `BufferTooSmall`).
@@ -172,6 +201,7 @@ impl Batches {
             r => r.min(MAX_READ_AHEAD),
         };
         let n_batches = cells.len().div_ceil(batch_size);
+        let last_use = last_use(&ds, cells, batch_size);
         let shared = Arc::new(Shared {
             ds,
             cells: cells.to_vec(),
@@ -185,6 +215,7 @@ impl Batches {
             threads,
             read_ahead,
             n_batches,
+            last_use,
             next: 0,
             held: None,
         };
@@ -313,6 +344,11 @@ impl Batches {
     }
 
     fn advance(&mut self) {
+        if let Some(tiles) = self.last_use.remove(&self.next) {
+            for t in tiles {
+                self.shared.ds.cache().release_tile(t);
+            }
+        }
         self.next += 1;
         self.schedule();
     }

@@ -7,6 +7,12 @@
 //! entry is claimed first, so that two threads needing the same chunk decompress it once:
 //! the second waits for the first. A loader never waits for another claim while holding
 //! one, so waits cannot form a cycle.
+//!
+//! Buffers are recycled: a fresh multi-megabyte buffer costs a page fault per page when it
+//! is first written, so a chunk evicted to make room hands its buffer to the chunk that
+//! takes its place, and the buffers of chunks released on purpose (`release_tile`: a batch
+//! iterator past a tile's last batch) are kept as spares for the next chunks, within the
+//! budget (spares are the first thing dropped when room is needed).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -59,6 +65,21 @@ struct State {
     lru: BTreeMap<u64, Key>,
     used: usize,
     clock: u64,
+    /// Buffers of released chunks, for the next chunks to decompress into.
+    spares: Vec<Vec<u8>>,
+    /// Their capacities; `used + spare_bytes` stays within the budget.
+    spare_bytes: usize,
+}
+
+/// Most spare buffers kept.
+const MAX_SPARES: usize = 32;
+
+/// The buffer of an evicted or released entry, if it is a chunk nobody else holds.
+fn chunk_buffer(entry: Option<Entry>) -> Option<Vec<u8>> {
+    match entry? {
+        Entry::Chunk(c) => Arc::try_unwrap(c).ok().map(ChunkData::into_buffer),
+        Entry::Index(_) => None,
+    }
 }
 
 impl State {
@@ -72,11 +93,37 @@ impl State {
         }
     }
 
-    /// Evicts unpinned entries, oldest first, until `used <= limit`. Returns whether that
-    /// was reached.
-    fn make_room(&mut self, limit: usize) -> bool {
+    /// A spare buffer for an entry of about `bytes` (not less than half, not more than
+    /// twice), taken out of the spares.
+    fn take_spare(&mut self, bytes: usize) -> Option<Vec<u8>> {
+        let fits = |b: &Vec<u8>| b.capacity() >= bytes / 2 && b.capacity() <= bytes * 2;
+        let i = self.spares.iter().position(fits)?;
+        let buf = self.spares.swap_remove(i);
+        self.spare_bytes -= buf.capacity();
+        Some(buf)
+    }
+
+    /// Keeps `buf` as a spare if the budget has room for it.
+    fn keep_spare(&mut self, buf: Vec<u8>, budget: usize) {
+        let cap = buf.capacity();
+        if self.spares.len() < MAX_SPARES && self.used + self.spare_bytes + cap <= budget {
+            self.spare_bytes += cap;
+            self.spares.push(buf);
+        }
+    }
+
+    /// Drops spares, then evicts unpinned entries, oldest first, until `used +
+    /// spare_bytes <= limit`. Returns whether that was reached, and the buffer of an
+    /// evicted chunk (for the caller's next chunk) when `want_buffer`.
+    fn make_room(&mut self, limit: usize, want_buffer: bool) -> (bool, Option<Vec<u8>>) {
+        while self.used + self.spare_bytes > limit {
+            match self.spares.pop() {
+                Some(b) => self.spare_bytes -= b.capacity(),
+                None => break,
+            }
+        }
         if self.used <= limit {
-            return true;
+            return (true, None);
         }
         let mut victims = Vec::new();
         let mut freed = 0;
@@ -90,13 +137,17 @@ impl State {
                 freed += slot.bytes;
             }
         }
+        let mut buffer = None;
         for (stamp, key) in victims {
             self.lru.remove(&stamp);
             if let Some(slot) = self.map.remove(&key) {
                 self.used -= slot.bytes;
+                if want_buffer && buffer.is_none() {
+                    buffer = chunk_buffer(slot.entry);
+                }
             }
         }
-        self.used <= limit
+        (self.used <= limit, buffer)
     }
 }
 
@@ -111,6 +162,7 @@ pub(crate) struct DecodedCache {
 pub(crate) enum Lookup<'a> {
     Hit(Entry),
     /// The caller loads the entry and hands it to `Claim::fill`; others wait meanwhile.
+    /// The claim may carry a recycled buffer to load a chunk into (`Claim::take_buffer`).
     Claimed(Claim<'a>),
     /// Not cached, and no room to cache it (or the budget is 0): load it for this use only.
     Uncached,
@@ -123,6 +175,7 @@ pub(crate) struct Claim<'a> {
     key: Key,
     reserved: usize,
     filled: bool,
+    buffer: Vec<u8>,
 }
 
 impl DecodedCache {
@@ -147,12 +200,38 @@ impl DecodedCache {
     /// released, and are evicted by the next insertion after that).
     pub fn set_budget(&self, bytes: usize) {
         self.budget.store(bytes, Ordering::Relaxed);
-        self.lock().make_room(bytes);
+        self.lock().make_room(bytes, false);
     }
 
-    /// Bytes held now (loaded entries and reservations of loads in progress).
+    /// Bytes held now (loaded entries, reservations of loads in progress, spare buffers).
     pub fn used_bytes(&self) -> usize {
-        self.lock().used
+        let st = self.lock();
+        st.used + st.spare_bytes
+    }
+
+    /// Drops the chunks of tile `tile` that nobody else holds, keeping their buffers as
+    /// spares (within the budget) for the next chunks to decompress.
+    pub fn release_tile(&self, tile: u64) {
+        let budget = self.budget();
+        let mut st = self.lock();
+        let keys: Vec<Key> = st
+            .map
+            .iter()
+            .filter(|(k, s)| {
+                matches!(k, Key::Chunk { tile: t, .. } if *t == tile)
+                    && s.entry.as_ref().is_some_and(|e| !e.pinned())
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            if let Some(slot) = st.map.remove(&key) {
+                st.lru.remove(&slot.stamp);
+                st.used -= slot.bytes;
+                if let Some(buf) = chunk_buffer(slot.entry) {
+                    st.keep_spare(buf, budget);
+                }
+            }
+        }
     }
 
     /// Whether `key` is loaded now (a load in progress does not count).
@@ -205,7 +284,16 @@ impl DecodedCache {
                     st = self.loaded.wait(st).unwrap_or_else(|p| p.into_inner());
                 }
                 None => {
-                    if estimate > budget || !st.make_room(budget - estimate) {
+                    if estimate > budget {
+                        return Some(Lookup::Uncached);
+                    }
+                    let spare = match key {
+                        Key::Chunk { .. } => st.take_spare(estimate),
+                        Key::Index(_) => None,
+                    };
+                    let want = spare.is_none() && matches!(key, Key::Chunk { .. });
+                    let (room, evicted) = st.make_room(budget - estimate, want);
+                    if !room {
                         return Some(Lookup::Uncached);
                     }
                     st.used += estimate;
@@ -222,6 +310,7 @@ impl DecodedCache {
                         key,
                         reserved: estimate,
                         filled: false,
+                        buffer: spare.or(evicted).unwrap_or_default(),
                     }));
                 }
             }
@@ -230,6 +319,11 @@ impl DecodedCache {
 }
 
 impl Claim<'_> {
+    /// A recycled buffer to load a chunk into (empty if there is none).
+    pub fn take_buffer(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buffer)
+    }
+
     /// Stores the loaded entry and wakes the waiters. The entry's real size replaces the
     /// estimate; older entries are evicted to make room, and if that is not enough the new
     /// entry is handed back without being kept.
@@ -240,7 +334,7 @@ impl Claim<'_> {
         let bytes = entry.bytes();
         st.used -= self.reserved;
         self.filled = true;
-        if bytes <= budget && st.make_room(budget - bytes) {
+        if bytes <= budget && st.make_room(budget - bytes, false).0 {
             st.used += bytes;
             if let Some(slot) = st.map.get_mut(&self.key) {
                 slot.entry = Some(entry.clone());

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool;
-use crate::tile::{ChunkData, ValuesOut};
+use crate::tile::{self, ChunkData, ValuesOut};
 
 use super::cache::{Entry, Key, Lookup};
 use super::reader::{Dataset, LoadedTile};
@@ -187,6 +187,14 @@ fn split_values<'a>(values: ValuesOut<'a>, offsets: &[i64]) -> Vec<Option<Values
             .collect(),
     }
 }
+
+/// Results of at least this many bytes (8 per nonzero) are written with non-temporal
+/// stores: they do not fit the cache, so writing them through it reads every output line
+/// first and evicts the chunk being read. Twice a core's L2 on the project's machine.
+const STREAM_RESULT_MIN: u64 = 2 * tile::STREAM_STORE_MIN_BYTES as u64;
+/// Rows shorter than this are written through the cache even then (a non-temporal run
+/// starts with unaligned single stores).
+const STREAM_ROW_MIN: usize = 64;
 
 /// Chunks held for a gather, by (tile, chunk).
 pub(crate) type Pins = HashMap<(u64, usize), Arc<ChunkData>>;
@@ -414,6 +422,7 @@ impl Dataset {
     ) -> Result<()> {
         let t = plan.tiles[unit.slot];
         let chunk = self.chunk_for(t, unit, source, pinned)?;
+        let stream = 8 * plan.nnz() >= STREAM_RESULT_MIN;
         let r = outs.into_iter().try_for_each(|o| {
             let row = plan.rows[o.row];
             let (at, len) = chunk.cell_range(row.local);
@@ -430,10 +439,15 @@ impl Dataset {
                     )),
                 ));
             }
+            // Long rows of a large result bypass the cache (see `STREAM_ROW_MIN`).
+            let stream = stream && len >= STREAM_ROW_MIN;
             chunk
-                .cell_into(row.local, o.indices, o.values)
+                .cell_into(row.local, o.indices, o.values, stream)
                 .map_err(|e| self.tile_err(t, e))
         });
+        if stream {
+            tile::store_fence();
+        }
         chunk.release();
         r
     }
@@ -458,8 +472,9 @@ impl Dataset {
         match self.cache().lookup(key, unit.cache_bytes) {
             Lookup::Hit(Entry::Chunk(c)) => Ok(ChunkRef::Shared(c)),
             Lookup::Hit(Entry::Index(_)) => unreachable!("a chunk key holds a chunk"),
-            Lookup::Claimed(claim) => {
-                let data = self.decompress_chunk(t, unit.chunk, source, Vec::new())?;
+            Lookup::Claimed(mut claim) => {
+                let buf = claim.take_buffer();
+                let data = self.decompress_chunk(t, unit.chunk, source, buf)?;
                 match claim.fill(Entry::Chunk(Arc::new(data))) {
                     Entry::Chunk(c) => Ok(ChunkRef::Shared(c)),
                     Entry::Index(_) => unreachable!("filled with a chunk"),
@@ -508,8 +523,9 @@ impl Dataset {
         match self.cache().try_lookup(key, unit.cache_bytes) {
             Some(Lookup::Hit(Entry::Chunk(c))) => Ok(Prefetch::Ready(c)),
             Some(Lookup::Hit(Entry::Index(_))) => unreachable!("a chunk key holds a chunk"),
-            Some(Lookup::Claimed(claim)) => {
-                let data = self.decompress_chunk(t, unit.chunk, source, Vec::new())?;
+            Some(Lookup::Claimed(mut claim)) => {
+                let buf = claim.take_buffer();
+                let data = self.decompress_chunk(t, unit.chunk, source, buf)?;
                 match claim.fill(Entry::Chunk(Arc::new(data))) {
                     Entry::Chunk(c) => Ok(Prefetch::Ready(c)),
                     Entry::Index(_) => unreachable!("filled with a chunk"),

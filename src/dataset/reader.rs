@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool;
-use crate::storage::Root;
+use crate::storage::{OpenDir, Root};
 use crate::tile::{self, Tile, TileHeader, TileIndex, ValuesOut, HEADER_SIZE};
 
 use arrow_array::RecordBatchReader;
@@ -168,10 +168,13 @@ impl Dataset {
                 ),
             ));
         }
-        let manifest_path = root.join(paths::MANIFEST);
-        let text = match std::fs::read(&manifest_path) {
+        // Held open: every member is read relative to this directory, so a writer
+        // replacing the dataset at `root` meanwhile never mixes its files into this handle
+        // (storage::dir).
+        let dir = Arc::new(OpenDir::open(&root)?);
+        let text = match dir.read(paths::MANIFEST) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(e) if e.kind == ErrorKind::NotFound => {
                 return Err(Error::new(
                     ErrorKind::NotFound,
                     format!(
@@ -180,10 +183,10 @@ impl Dataset {
                     ),
                 ))
             }
-            Err(e) => return Err(Error::io(&manifest_path, &e)),
+            Err(e) => return Err(e),
         };
         let manifest = Manifest::parse(&text).map_err(|e| e.context(root.display()))?;
-        Ok(Self::from_manifest(Root::Local(root), manifest))
+        Ok(Self::from_manifest(Root::Open(dir), manifest))
     }
 
     /// Opens the dataset at `location` — a path, `file://` URL, or an object-store URL
@@ -196,6 +199,7 @@ impl Dataset {
     pub fn open_url(location: &str, options: &[&str]) -> Result<Dataset> {
         match Root::parse(location, options)? {
             Root::Local(p) => Dataset::open(p),
+            Root::Open(d) => Dataset::open(d.path()),
             #[cfg(feature = "remote")]
             root @ Root::Remote(_) => Dataset::open_remote(root),
         }
@@ -392,8 +396,10 @@ impl Dataset {
     /// Opens tile `t` and checks its size against `tile_bytes[t]`.
     fn open_tile(&self, t: u64) -> Result<File> {
         let path = self.tile_path(t);
-        let file =
-            File::open(&path).map_err(|e| Error::io(&path, &e).context(format!("tile {t}")))?;
+        let file = self
+            .store
+            .open_file(&paths::tile_relpath(t))
+            .map_err(|e| e.context(format!("tile {t}")))?;
         let len = file
             .metadata()
             .map_err(|e| other_err(&path, &format!("tile {t}"), e))?
@@ -420,7 +426,7 @@ impl Dataset {
         let expected = self.manifest.tile_bytes[t as usize];
         let mut blob = self.buffers.take();
         blob.clear();
-        blob.try_reserve_exact(expected as usize).map_err(|_| {
+        crate::memory::try_reserve_huge(&mut blob, expected as usize).map_err(|_| {
             self.tile_err(
                 t,
                 Error::limit(format!("cannot allocate {expected} bytes to read it")),
@@ -823,7 +829,7 @@ impl Dataset {
     /// Reads an optional file the manifest says exists.
     fn read_listed(&self, rel: &str, flag: &str) -> Result<Vec<u8>> {
         self.store.read(rel).map_err(|e| {
-            if e.kind == ErrorKind::NotFound {
+            if e.kind == ErrorKind::NotFound && !self.store.deleted() {
                 Error::format(format!(
                     "{}: missing, though the manifest's {flag} is true",
                     self.store.display_rel(rel)

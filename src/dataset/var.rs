@@ -76,7 +76,7 @@ pub(crate) fn read_table(
     n_genes: u64,
 ) -> Result<Box<dyn RecordBatchReader + Send>> {
     let missing = |e: Error| {
-        if e.kind == ErrorKind::NotFound {
+        if e.kind == ErrorKind::NotFound && !store.deleted() {
             Error::format(format!(
                 "{}: missing, though the manifest's has_var_table is true",
                 store.display_rel(rel)
@@ -86,16 +86,12 @@ pub(crate) fn read_table(
         }
     };
     let what = store.display_rel(rel);
-    match store.local_path() {
-        Some(dir) => {
-            let path = dir.join(rel);
-            let file = File::open(&path).map_err(|e| missing(Error::io(&path, &e)))?;
-            read_parquet_table(file, n_genes, &what)
-        }
-        None => {
-            let bytes = store.read(rel).map_err(missing)?;
-            read_parquet_table(bytes::Bytes::from(bytes), n_genes, &what)
-        }
+    if store.is_remote() {
+        let bytes = store.read(rel).map_err(missing)?;
+        read_parquet_table(bytes::Bytes::from(bytes), n_genes, &what)
+    } else {
+        let file = store.open_file(rel).map_err(missing)?;
+        read_parquet_table(file, n_genes, &what)
     }
 }
 

@@ -234,6 +234,7 @@ impl DatasetWriter {
     ) -> Result<DatasetWriter> {
         match root {
             Root::Local(path) => Self::create_deferred(path, n_genes, options),
+            Root::Open(dir) => Self::create_deferred(dir.path(), n_genes, options),
             #[cfg(feature = "remote")]
             Root::Remote(remote) => {
                 options.validate()?;

@@ -101,6 +101,7 @@ pub fn create_temp_sibling(target: &Path) -> Result<TempSibling> {
         }
         Err(e) => return Err(Error::io(&parent, &e).context("parent of the target")),
     }
+    remove_stale_temps(&parent, &target_name);
     loop {
         let dir = parent.join(fresh_temp_name(&target_name));
         match std::fs::create_dir(&dir) {
@@ -115,6 +116,48 @@ pub fn create_temp_sibling(target: &Path) -> Result<TempSibling> {
             Err(e) => return Err(Error::io(&dir, &e)),
         }
     }
+}
+
+/// Removes what earlier writes to `target_name` in `parent` left behind — hidden
+/// temporaries `.NAME.tmp-<pid>-<random>` of processes no longer running (killed, or whose
+/// cleanup failed) — so that the next write to a target cleans up after the last. A
+/// temporary of a live process (a write in progress, or this process) is never touched.
+/// On a file system shared between hosts a pid says nothing of another host: a write of
+/// the same target in progress there may lose its temporary and then fail with `Io`
+/// (never a published output).
+pub fn remove_stale_temps(parent: &Path, target_name: &str) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let prefix = format!(".{target_name}.tmp-");
+    let me = std::process::id();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(pid) = name
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if is_temp_name(Path::new(name)) && pid != me && !process_alive(pid) {
+            remove_any(&entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` exists (`kill(pid, 0)`; anything but "no such process" counts).
+fn process_alive(pid: u32) -> bool {
+    let Ok(p) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    if p <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 delivers nothing; kill(2) only checks that the process exists.
+    let rc = unsafe { libc::kill(p, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// The directory holding `path` (`.` for a bare name).
@@ -256,6 +299,7 @@ pub fn write_file_atomically(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    remove_stale_temps(&parent_of(path), &name);
     let tmp = parent_of(path).join(fresh_temp_name(&name));
     let result = (|| {
         let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, &e))?;
@@ -281,15 +325,30 @@ pub enum Existing {
 }
 
 /// Publishes the finished temporary directory `tmp` as `target`: syncs the tree (`flush`
-/// says whether its files still need it), renames it into place (an existing target is
-/// first moved aside to a hidden name, put back if the rename fails, and deleted once the
-/// new tree is in place), and syncs the parent.
+/// says whether its files still need it), renames it into place, and syncs the parent. An
+/// existing target (`Existing::Replace`) is swapped with the new tree in one
+/// `renameat2(RENAME_EXCHANGE)` and deleted afterwards; where the file system cannot swap,
+/// it is first moved aside to a hidden name, put back if the rename fails, and deleted
+/// once the new tree is in place.
 ///
 /// Errors: `Exists` (with `Existing::Keep`, something is at the target), `Io` (a sync or
-/// rename failed; the message names the path). If only the final sync of the parent
-/// fails, the new tree is in place but its durability is not confirmed.
+/// rename failed; the message names the path). On any error the target is as it was: a
+/// failed sync of the parent after the rename undoes the rename (the new tree goes back to
+/// `tmp`). Deleting the replaced tree comes last; if that fails, it stays under a hidden
+/// temporary name, removed by the next write to the target ([`remove_stale_temps`]).
 pub fn publish_dir(tmp: &Path, target: &Path, existing: Existing, flush: Flush) -> Result<()> {
     sync_tree_with(tmp, flush)?;
+    if existing == Existing::Replace && exists(target) {
+        // One atomic swap: the path never lacks a dataset, and a reader holding the old
+        // directory open (storage::dir) keeps reading it until it is deleted here.
+        match exchange(tmp, target) {
+            Ok(()) => return finish_exchange(tmp, target),
+            Err(e) if exchange_unsupported(&e) => {}
+            Err(e) => {
+                return Err(Error::io(target, &e).context("exchanging with the existing target"))
+            }
+        }
+    }
     let aside = move_existing_aside(target, existing)?;
     if let Err(e) = std::fs::rename(tmp, target) {
         return Err(match &aside {
@@ -300,37 +359,120 @@ pub fn publish_dir(tmp: &Path, target: &Path, existing: Existing, flush: Flush) 
             None => refused_rename(target, &e),
         });
     }
-    let synced = sync_dir(&parent_of(target));
+    if let Err(e) = sync_dir(&parent_of(target)) {
+        // The rename is not confirmed durable: undo it, so that a failed publish leaves the
+        // target as it was (and the new tree in `tmp`, for another try).
+        let _ = std::fs::rename(target, tmp);
+        if let Some(old) = &aside {
+            let _ = std::fs::rename(old, target);
+        }
+        return Err(e);
+    }
     if let Some(old) = aside {
         remove_any(&old);
     }
-    synced
+    Ok(())
 }
 
-/// Publishes the finished temporary file `tmp` as `target` (rename over it, which replaces
-/// a file atomically), then syncs the parent. A directory at the target is never replaced
-/// by a file.
+/// After `exchange(tmp, target)` (the new output at `target`, the old one at `tmp`): syncs
+/// the parent, then deletes the old one. If the sync fails, swaps back: the target as it
+/// was, the new output in `tmp` again.
+fn finish_exchange(tmp: &Path, target: &Path) -> Result<()> {
+    if let Err(e) = sync_dir(&parent_of(target)) {
+        let _ = exchange(tmp, target);
+        return Err(e);
+    }
+    remove_any(tmp);
+    Ok(())
+}
+
+/// Swaps `a` and `b` atomically (`renameat2(RENAME_EXCHANGE)`, Linux 3.15+).
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let (ca, cb) = (c(a)?, c(b)?);
+    // SAFETY: both paths are NUL-terminated strings alive for the call; renameat2(2) reads
+    // nothing else of ours.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            ca.as_ptr(),
+            libc::AT_FDCWD,
+            cb.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_a: &Path, _b: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}
+
+/// The file system (or kernel, or libc) cannot swap: publish by moving the old target
+/// aside instead (a short window in which the path is empty).
+fn exchange_unsupported(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::Unsupported
+        || matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS))
+}
+
+/// Publishes the finished temporary file `tmp` as `target` (swapped with an existing file
+/// by `renameat2(RENAME_EXCHANGE)`, else renamed into place), then syncs the parent. A
+/// directory at the target is never replaced by a file.
 ///
 /// Errors: `Exists` (`Existing::Keep` and something is at the target, or a directory is
-/// there), `Io`.
+/// there), `Io` (the target as it was: a failed rename leaves it, a failed sync of the
+/// parent swaps it back — except after a plain rename over an old file, on a file system
+/// that cannot swap).
 pub fn publish_file(tmp: &Path, target: &Path, existing: Existing) -> Result<()> {
     sync_file(tmp)?;
-    if let Ok(m) = std::fs::symlink_metadata(target) {
-        if existing == Existing::Keep {
-            return Err(appeared(target));
-        }
-        if m.is_dir() {
+    let replacing = match std::fs::symlink_metadata(target) {
+        Ok(_) if existing == Existing::Keep => return Err(appeared(target)),
+        Ok(m) if m.is_dir() => {
             return Err(Error::new(
                 ErrorKind::Exists,
                 format!(
                     "{}: is a directory; refusing to replace it with a file",
                     target.display()
                 ),
-            ));
+            ))
+        }
+        Ok(_) => true,
+        Err(_) => false,
+    };
+    if replacing {
+        // Swapped, so that a failed sync of the parent can put the old file back.
+        match exchange(tmp, target) {
+            Ok(()) => return finish_exchange(tmp, target),
+            Err(e) if exchange_unsupported(&e) => {}
+            Err(e) => {
+                return Err(Error::io(target, &e).context("exchanging with the existing target"))
+            }
         }
     }
-    std::fs::rename(tmp, target).map_err(|e| refused_rename(target, &e))?;
-    sync_dir(&parent_of(target))
+    std::fs::rename(tmp, target).map_err(|e| match existing {
+        // rename(2) replaces a file atomically: on failure the old one is still there.
+        Existing::Replace => Error::io(target, &e).context("renaming into place"),
+        Existing::Keep => refused_rename(target, &e),
+    })?;
+    if let Err(e) = sync_dir(&parent_of(target)) {
+        // Not confirmed durable: a new file is taken back (a replaced one without the swap
+        // cannot be restored: then the new file stays, reported as not durable).
+        if !replacing {
+            let _ = std::fs::rename(target, tmp);
+        }
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// Moves an existing `target` to a hidden sibling name (when replacing it), so that the new

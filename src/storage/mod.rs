@@ -7,6 +7,7 @@
 //! and directory in it is on disk. Remote writers upload their parts and write the object
 //! that makes the whole visible last (see `upload`).
 
+pub mod dir;
 pub mod fs;
 pub mod location;
 pub mod options;
@@ -14,6 +15,7 @@ pub mod options;
 pub mod remote;
 mod root;
 
+pub use dir::OpenDir;
 pub use location::{Location, RemoteUrl, Scheme};
 pub use options::Options;
 pub use root::Root;

@@ -2,12 +2,13 @@
 //! whole objects, byte ranges, sizes, existence. What the dataset reader needs; ChromData
 //! stores add `.cdz` members on top of it.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
-#[cfg(feature = "remote")]
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 
+use super::dir::OpenDir;
 use super::location::Location;
 use super::options::Options;
 #[cfg(feature = "remote")]
@@ -16,7 +17,11 @@ use super::remote::ObjectRoot;
 /// A directory or an object-store prefix.
 #[derive(Debug, Clone)]
 pub enum Root {
+    /// A directory named by its path (a writer's target, a reader not opened yet).
     Local(PathBuf),
+    /// A directory a reader holds open: members are read relative to it (see
+    /// [`OpenDir`]), so a replace at its path does not mix two datasets.
+    Open(Arc<OpenDir>),
     #[cfg(feature = "remote")]
     Remote(Arc<ObjectRoot>),
 }
@@ -46,13 +51,23 @@ impl Root {
     }
 
     pub fn is_remote(&self) -> bool {
-        !matches!(self, Root::Local(_))
+        !matches!(self, Root::Local(_) | Root::Open(_))
+    }
+
+    /// The local directory held open, for reads relative to it (a local root named by
+    /// path is opened now). Errors: those of [`OpenDir::open`].
+    pub fn opened(self) -> Result<Root> {
+        match self {
+            Root::Local(p) => Ok(Root::Open(Arc::new(OpenDir::open(&p)?))),
+            other => Ok(other),
+        }
     }
 
     /// The local directory, when this is one.
     pub fn local_path(&self) -> Option<&Path> {
         match self {
             Root::Local(p) => Some(p),
+            Root::Open(d) => Some(d.path()),
             #[cfg(feature = "remote")]
             Root::Remote(_) => None,
         }
@@ -62,7 +77,7 @@ impl Root {
     #[cfg(feature = "remote")]
     pub fn remote(&self) -> Option<&Arc<ObjectRoot>> {
         match self {
-            Root::Local(_) => None,
+            Root::Local(_) | Root::Open(_) => None,
             Root::Remote(r) => Some(r),
         }
     }
@@ -71,6 +86,7 @@ impl Root {
     pub fn display(&self) -> String {
         match self {
             Root::Local(p) => p.display().to_string(),
+            Root::Open(d) => d.path().display().to_string(),
             #[cfg(feature = "remote")]
             Root::Remote(r) => r.url().url.clone(),
         }
@@ -80,6 +96,7 @@ impl Root {
     pub fn display_rel(&self, rel: &str) -> String {
         match self {
             Root::Local(p) => p.join(rel).display().to_string(),
+            Root::Open(d) => d.path().join(rel).display().to_string(),
             #[cfg(feature = "remote")]
             Root::Remote(r) => r.display(rel),
         }
@@ -92,6 +109,7 @@ impl Root {
                 let path = p.join(rel);
                 std::fs::read(&path).map_err(|e| Error::io(&path, &e))
             }
+            Root::Open(d) => d.read(rel),
             #[cfg(feature = "remote")]
             Root::Remote(r) => r.get(rel).map(Vec::from),
         }
@@ -100,11 +118,11 @@ impl Root {
     /// `len` bytes of `rel` at `start`; short data is `Format`.
     pub fn read_range(&self, rel: &str, start: u64, len: usize) -> Result<Vec<u8>> {
         let got = match self {
-            Root::Local(p) => {
-                let path = p.join(rel);
-                let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, &e))?;
+            Root::Local(_) | Root::Open(_) => {
+                let file = self.open_file(rel)?;
                 let mut buf = vec![0u8; len];
-                read_exact_at(&file, &mut buf, start).map_err(|e| Error::io(&path, &e))?;
+                read_exact_at(&file, &mut buf, start)
+                    .map_err(|e| Error::io(Path::new(&self.display_rel(rel)), &e))?;
                 buf
             }
             #[cfg(feature = "remote")]
@@ -129,9 +147,33 @@ impl Root {
                     .map(|m| m.len())
                     .map_err(|e| Error::io(&path, &e))
             }
+            Root::Open(d) => d.size(rel),
             #[cfg(feature = "remote")]
             Root::Remote(r) => r.size(rel),
         }
+    }
+
+    /// The local file `rel`, open for reading (relative to the open directory). Errors:
+    /// `NotFound`, `Io`; `Unsupported` on an object store (read it with `read` instead).
+    pub fn open_file(&self, rel: &str) -> Result<File> {
+        match self {
+            Root::Local(p) => {
+                let path = p.join(rel);
+                File::open(&path).map_err(|e| Error::io(&path, &e))
+            }
+            Root::Open(d) => d.open_file(rel),
+            #[cfg(feature = "remote")]
+            Root::Remote(_) => Err(Error::unsupported(format!(
+                "{}: not a local file",
+                self.display_rel(rel)
+            ))),
+        }
+    }
+
+    /// Whether this is a directory held open that has been deleted since (a writer replaced
+    /// it): its members are then missing for that reason, not because the data is broken.
+    pub fn deleted(&self) -> bool {
+        matches!(self, Root::Open(d) if d.deleted())
     }
 
     /// Whether `rel` exists (as a file or object).

@@ -110,7 +110,7 @@ impl ChunkData {
         buf.clear();
         let need = 4 * n + vexc_bytes + gexc_bytes;
         // A corrupt header may claim far more than memory holds: an error, not an abort.
-        buf.try_reserve_exact(need).map_err(|_| {
+        crate::memory::try_reserve_huge(&mut buf, need).map_err(|_| {
             Error::limit(format!(
                 "chunk {c}: cannot allocate {need} bytes to decompress it (out of memory)"
             ))
@@ -201,8 +201,17 @@ impl ChunkData {
     }
 
     /// Writes tile cell `cell` (held by this chunk) to `indices` and `values`, whose length
-    /// must be the cell's nonzeros, checking every rule of the format for it.
-    pub fn cell_into(&self, cell: u64, indices: &mut [i32], values: ValuesOut<'_>) -> Result<()> {
+    /// must be the cell's nonzeros, checking every rule of the format for it. With `stream`,
+    /// long runs are written with non-temporal stores (for outputs larger than the cache:
+    /// no read of the output lines first, no eviction of the chunk being read); the caller
+    /// then calls `tile::store_fence` before the outputs are handed on.
+    pub fn cell_into(
+        &self,
+        cell: u64,
+        indices: &mut [i32],
+        values: ValuesOut<'_>,
+        stream: bool,
+    ) -> Result<()> {
         let (a, len) = self.cell_range(cell);
         assert!(indices.len() == len && values.len() == len);
         let c = self.chunk;
@@ -213,7 +222,7 @@ impl ChunkData {
             &self.buf[2 * n + a..2 * n + b],
             &self.buf[3 * n + a..3 * n + b],
         );
-        let (mut last, repeat) = kernels::prefix_sum_gaps(indices, glo, ghi, false);
+        let (mut last, repeat) = kernels::prefix_sum_gaps(indices, glo, ghi, stream);
         if repeat {
             let p = kernels::find_zero_u16(glo, ghi, 1).unwrap_or(0);
             return Err(Error::format(format!(
@@ -253,7 +262,7 @@ impl ChunkData {
                 self.n_genes
             )));
         }
-        self.values_into(cell, a, values, vlo, vhi)
+        self.values_into(cell, a, values, vlo, vhi, stream)
     }
 
     fn values_into(
@@ -263,11 +272,12 @@ impl ChunkData {
         mut values: ValuesOut<'_>,
         lo: &[u8],
         hi: &[u8],
+        stream: bool,
     ) -> Result<()> {
         let c = self.chunk;
         let zero = match &mut values {
-            ValuesOut::I32(v) => kernels::planes_to_i32(v, lo, hi, false),
-            ValuesOut::F32(v) => kernels::planes_to_f32(v, lo, hi, false),
+            ValuesOut::I32(v) => kernels::planes_to_i32(v, lo, hi, stream),
+            ValuesOut::F32(v) => kernels::planes_to_f32(v, lo, hi, stream),
         };
         if zero {
             let p = kernels::find_zero_u16(lo, hi, 0).unwrap_or(0);

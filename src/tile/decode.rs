@@ -140,7 +140,13 @@ fn decompress_exact(
     expected: usize,
 ) -> Result<()> {
     out.clear();
-    out.reserve(expected);
+    // Reused across chunks and calls: allocated (huge pages advised) once per thread.
+    crate::memory::try_reserve_huge(out, expected).map_err(|_| {
+        Error::limit(format!(
+            "chunk {c}: cannot allocate {expected} bytes to decompress its {} frame (out of memory)",
+            kind.name()
+        ))
+    })?;
     match dctx.decompress(out, tile.bytes(s)) {
         Ok(n) if n == expected => Ok(()),
         Ok(n) => Err(Error::format(format!(

@@ -21,5 +21,5 @@ pub use header::{
     MAGIC, MAX_COUNT, MAX_GENES,
 };
 pub use inspect::{inspect, StreamKind, Tile, TileIndex, TileInfo};
-pub use kernels::{active_path, force_path, KernelPath};
+pub use kernels::{active_path, force_path, store_fence, KernelPath, STREAM_STORE_MIN_BYTES};
 pub use values::ValuesOut;

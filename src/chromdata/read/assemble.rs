@@ -19,13 +19,13 @@ use arrow_buffer::{ArrowNativeType, OffsetBuffer, ScalarBuffer};
 use arrow_schema::DataType;
 
 use super::gather::{read_sets, SetRead};
-use super::memory::result_vec;
 use super::plan::{Requests, Selection};
 use super::schema::{ColumnSource, FileSetId};
 use super::store::OpenStore;
 use crate::chromdata::spec::DerivedKey;
 use crate::chromdata::values::normalise_array;
 use crate::error::{Error, ErrorKind, Result};
+use crate::memory::result_vec;
 
 fn arrow_error(e: impl std::fmt::Display) -> Error {
     Error::format(e.to_string())

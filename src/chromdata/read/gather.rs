@@ -19,9 +19,9 @@ use arrow_data::ArrayDataBuilder;
 use arrow_schema::DataType;
 
 use super::files::FileSet;
-use super::memory::{advise_huge, HUGE};
 use crate::chromdata::access::parquet::CACHE_PER_FILE;
 use crate::error::{Error, ErrorKind, Result};
+use crate::memory::{advise_huge, HUGE};
 
 /// What to read from one file set: stored column names over global row ranges, the ranges
 /// concatenated in order.
@@ -295,7 +295,7 @@ const COLUMN_ALIGN: usize = 64;
 /// by the tasks that fill them, in parallel (an aligned zeroed allocation would memset
 /// every byte on the calling thread first: 20 % of a full read). A large arena starts on a
 /// 2 MiB boundary of a slightly larger allocation, advised for huge pages
-/// ([`super::memory`]); untouched slack costs no resident memory.
+/// ([`crate::memory`]); untouched slack costs no resident memory.
 struct Arena {
     mem: Vec<u8>,
     start: usize,
@@ -403,7 +403,13 @@ pub(crate) fn read_sets(reads: &[SetRead<'_>]) -> Result<Vec<Vec<ArrayRef>>> {
     let mut arena = Arena::new(&plans);
     let outs = {
         let tasks = make_tasks(reads, &plans, arena.columns());
-        let threads = crate::pool::resolve_threads(0);
+        // At a URL, groups are fetched (and decoded) up to `max_concurrency` at once.
+        let io = reads
+            .iter()
+            .flat_map(|r| r.set.files.iter().map(|f| f.request_width()))
+            .max()
+            .unwrap_or(1);
+        let threads = crate::pool::resolve_threads(0).max(io);
         crate::pool::map(threads, tasks, |t| run(t, reads, &plans))?
     };
     // Row-group decodes, and the cache: the last groups decoded per file, in first-use order.

@@ -16,7 +16,6 @@ mod files;
 mod gather;
 mod index;
 mod iter;
-mod memory;
 mod open;
 mod plan;
 mod query;

@@ -91,7 +91,7 @@ impl ObsMeta {
         let root = PathBuf::from(store.display());
         let path = root.join(SCHEMA_RELPATH);
         let text = store.read(SCHEMA_RELPATH).map_err(|e| {
-            if e.kind == ErrorKind::NotFound {
+            if e.kind == ErrorKind::NotFound && !store.deleted() {
                 Error::format(format!(
                     "{}: missing, though the manifest's has_obs is true",
                     path.display()
@@ -182,7 +182,7 @@ impl ObsMeta {
         let path = self.shard_path(s);
         let what = format!("obs shard {s} ({})", path.display());
         let missing = |e: Error| {
-            if e.kind == ErrorKind::NotFound {
+            if e.kind == ErrorKind::NotFound && !self.store.deleted() {
                 Error::format(format!("{what}: missing, though the manifest lists it"))
             } else {
                 e
@@ -207,7 +207,10 @@ impl ObsMeta {
             self.check_shard(s, &what, &meta)?;
             return Ok((Shard::Remote(object), meta));
         }
-        let file = File::open(&path).map_err(|e| missing(Error::io(&path, &e)))?;
+        let file = self
+            .store
+            .open_file(&shard_relpath(s as u64))
+            .map_err(missing)?;
         let len = file.metadata().map_err(|e| Error::io(&path, &e))?.len();
         if len != self.shard_bytes[s] {
             return Err(Error::format(format!(
@@ -471,7 +474,7 @@ impl ObsMeta {
                 }
                 h.update(&bytes);
             } else {
-                let mut f = File::open(&path).map_err(|e| Error::io(&path, &e))?;
+                let mut f = self.store.open_file(&shard_relpath(s as u64))?;
                 let mut buf = vec![0u8; 1 << 16];
                 loop {
                     let n = f.read(&mut buf).map_err(|e| Error::io(&path, &e))?;

@@ -1,9 +1,11 @@
-//! Result memory: large result buffers ask the kernel for transparent huge pages.
+//! Large buffers ask the kernel for transparent huge pages: ChromData results, and the
+//! reusable buffers of dataset reads (tiles read whole, decompressed chunks, decode scratch).
 //!
 //! A read faults in every page of its result once. With 4 KiB pages those faults were a
 //! third of a full read's time on the project's 2-core VM (memcg accounting makes each one
-//! costly); 2 MiB pages are 512 times fewer. Only whole 2 MiB pages inside an allocation
-//! are advised, so resident memory does not grow.
+//! costly); 2 MiB pages are 512 times fewer. zstd's decoding of a multi-megabyte frame also
+//! copies matches from anywhere in its window, and with 4 KiB pages those copies miss the TLB.
+//! Only whole 2 MiB pages inside an allocation are advised, so resident memory does not grow.
 
 /// Huge page size of x86-64 / aarch64 Linux transparent huge pages.
 pub(crate) const HUGE: usize = 2 << 20;
@@ -35,4 +37,24 @@ pub(crate) fn result_vec<T>(n: usize) -> Vec<T> {
     let v: Vec<T> = Vec::with_capacity(n);
     advise_huge(v.as_ptr().cast(), v.capacity() * std::mem::size_of::<T>());
     v
+}
+
+/// Makes room for `additional` more bytes in `buf` like `Vec::try_reserve_exact`, and when
+/// that allocated new memory, advises it for huge pages before anything touches it (the
+/// old contents are moved by the reallocation as usual). Reused buffers cost nothing here.
+pub(crate) fn try_reserve_huge(
+    buf: &mut Vec<u8>,
+    additional: usize,
+) -> Result<(), std::collections::TryReserveError> {
+    let (ptr, cap) = (buf.as_ptr(), buf.capacity());
+    buf.try_reserve_exact(additional)?;
+    if buf.as_ptr() != ptr || buf.capacity() != cap {
+        // Only the part past the contents is untouched; the moved contents are already
+        // backed (with huge pages too when the move landed on advised memory).
+        let len = buf.len();
+        // SAFETY: `len <= capacity`: the pointer stays inside (or one past) the allocation.
+        let tail = unsafe { buf.as_ptr().add(len) };
+        advise_huge(tail, buf.capacity() - len);
+    }
+    Ok(())
 }

@@ -1,0 +1,157 @@
+//! [`OpenDir`]: a directory held open by a reader, whose members are opened relative to it.
+//!
+//! A reader opens its dataset's directory once and reads every member (tiles, gene names,
+//! var table, obs) through that descriptor with `openat(2)`, never again by path. A writer
+//! replacing the dataset meanwhile swaps the directories at the path (see
+//! `fs::publish_dir`); a handle opened before keeps reading the directory it opened — the
+//! old dataset, whose files its manifest describes — and never the new dataset's members
+//! under the old manifest. Once the writer has deleted the old directory, a member not read
+//! yet is missing (`NotFound` / `Io` naming it), never a member of the other dataset.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// A directory open for reading its members by relative path.
+#[derive(Debug)]
+pub struct OpenDir {
+    dir: File,
+    path: PathBuf,
+}
+
+impl OpenDir {
+    /// Opens the directory at `path`. Errors: `NotFound`, `Io` (naming the path; a
+    /// non-directory is `ENOTDIR`).
+    pub fn open(path: &Path) -> Result<OpenDir> {
+        let dir = open_directory(path).map_err(|e| Error::io(path, &e))?;
+        Ok(OpenDir {
+            dir,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The path it was opened at (for messages; the directory may have moved since).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens the member `rel` (`/`-separated, relative) for reading. Errors: `NotFound`
+    /// (saying so when the directory was deleted after it was opened), `Io`, naming
+    /// `path/rel`.
+    pub fn open_file(&self, rel: &str) -> Result<File> {
+        open_at(&self.dir, rel).map_err(|e| {
+            let err = Error::io(&self.path.join(rel), &e);
+            if err.kind == crate::error::ErrorKind::NotFound && self.deleted() {
+                err.context(
+                    "the directory was deleted (or replaced by a writer) after it was opened",
+                )
+            } else {
+                err
+            }
+        })
+    }
+
+    /// Whether the directory has been deleted since it was opened (no name links to it).
+    #[cfg(unix)]
+    pub fn deleted(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.dir.metadata().is_ok_and(|m| m.nlink() == 0)
+    }
+
+    #[cfg(not(unix))]
+    pub fn deleted(&self) -> bool {
+        false
+    }
+
+    /// The whole member `rel`.
+    pub fn read(&self, rel: &str) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let mut f = self.open_file(rel)?;
+        let mut out = Vec::new();
+        f.read_to_end(&mut out)
+            .map_err(|e| Error::io(&self.path.join(rel), &e))?;
+        Ok(out)
+    }
+
+    /// The size of the member `rel` in bytes.
+    pub fn size(&self, rel: &str) -> Result<u64> {
+        let f = self.open_file(rel)?;
+        f.metadata()
+            .map(|m| m.len())
+            .map_err(|e| Error::io(&self.path.join(rel), &e))
+    }
+}
+
+#[cfg(unix)]
+fn open_directory(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(path)
+}
+
+#[cfg(unix)]
+fn open_at(dir: &File, rel: &str) -> std::io::Result<File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let c = std::ffi::CString::new(rel)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: `dir` is an open descriptor for the duration of the call and `c` is a
+    // NUL-terminated string that outlives it; openat(2) reads nothing else of ours.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by openat(2), is valid and owned by nobody else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Without `openat`: members are opened by path under the directory's path.
+#[cfg(not(unix))]
+fn open_directory(path: &Path) -> std::io::Result<File> {
+    File::open(path)
+}
+
+#[cfg(not(unix))]
+fn open_at(_dir: &File, _rel: &str) -> std::io::Result<File> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_come_from_the_directory_opened_even_after_it_is_replaced() {
+        let d = std::env::temp_dir().join(format!(
+            "deltacells-opendir-{}-{:x}",
+            std::process::id(),
+            crate::storage::fs::random_u64()
+        ));
+        std::fs::create_dir_all(d.join("a/sub")).unwrap();
+        std::fs::write(d.join("a/sub/m.txt"), b"old").unwrap();
+        let open = OpenDir::open(&d.join("a")).unwrap();
+        assert_eq!(open.read("sub/m.txt").unwrap(), b"old");
+        // Another directory takes the path: the open one still serves its own members.
+        std::fs::rename(d.join("a"), d.join("gone")).unwrap();
+        std::fs::create_dir_all(d.join("a/sub")).unwrap();
+        std::fs::write(d.join("a/sub/m.txt"), b"new!").unwrap();
+        assert_eq!(open.read("sub/m.txt").unwrap(), b"old");
+        assert_eq!(open.size("sub/m.txt").unwrap(), 3);
+        // Deleted: missing, named by the path it was opened at.
+        std::fs::remove_dir_all(d.join("gone")).unwrap();
+        let e = open.read("sub/m.txt").unwrap_err();
+        assert_eq!(e.kind, crate::error::ErrorKind::NotFound, "{e}");
+        assert!(e.message.contains("a/sub/m.txt"), "{e}");
+        let e = OpenDir::open(&d.join("a/sub/m.txt")).unwrap_err();
+        assert!(e.message.contains("m.txt"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
