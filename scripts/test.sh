@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of libdeltacells: formatting, lints, header drift, the bindings' coverage of
 # the header, Rust tests, the C and C++ tests (against the shared and the static library, and
-# again under valgrind) through ctest, the installed CMake/pkg-config package, and the R
-# package (R CMD check, examples-r/), and the Python package (wheel, fresh venv, pytest).
+# again under valgrind; then built with ASan + UBSan) through ctest, the installed
+# CMake/pkg-config package, and the R package (R CMD check, examples-r/), and the Python
+# package (wheel, fresh venv, pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -33,6 +34,11 @@ echo "== C and C++ tests (ctest: shared, static, valgrind)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2
 (cd build && ctest --output-on-failure)
+
+echo "== C and C++ tests under ASan + UBSan (ctest, shared and static; docs/reliability.md)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DDELTACELLS_SANITIZE=ON >/dev/null
+cmake --build build-asan -j2
+(cd build-asan && ctest --output-on-failure)
 
 echo "== installed package (cmake --install; find_package and pkg-config, shared and static)"
 scripts/test-install.sh

@@ -918,9 +918,17 @@ private:
 /// An open ChromData store (dc_chromdata). Move-only; may be used from several threads.
 class ChromData {
 public:
-  /// dc_chromdata_open: a *.chromdata.zarr directory or a .cdz file.
+  /// dc_chromdata_open: a *.chromdata.zarr directory or a .cdz file, or a URL of one
+  /// (s3://, gs://, az://, http(s)://; a last component ending in .cdz is a .cdz object).
   explicit ChromData(const std::string &path) {
     detail::check(dc_chromdata_open(path.c_str(), &h_), "dc_chromdata_open");
+  }
+  /// Opens a store at a path or URL with "key=value" options (dc_chromdata_open_opts, §7):
+  /// object_store settings such as "aws_endpoint=...", and max_concurrency, timeout_ms, retries.
+  ChromData(const std::string &path, const std::vector<std::string> &options) {
+    detail::cstrings o(options);
+    detail::check(dc_chromdata_open_opts(path.c_str(), o.data(), o.size(), &h_),
+                  "dc_chromdata_open_opts");
   }
   static ChromData adopt(dc_chromdata *h) noexcept { return ChromData(h); }
   ~ChromData() { dc_chromdata_free(h_); }

@@ -67,11 +67,16 @@ unsafe fn columns_in(columns: *const *const c_char, n: usize) -> Result<Columns>
     Ok(Columns::from_selectors(&names))
 }
 
-/// Opens a store: a `*.chromdata.zarr` directory or a `.cdz` file. Reads the metadata, the
-/// index arrays, the small tables and the Parquet footers, and validates them (spec §14).
+/// Opens a store — a `*.chromdata.zarr` directory or a `.cdz` file, a `file://` URL, or an
+/// object-store URL (`s3://bucket/prefix/x.chromdata.zarr`, `gs://…`, `az://…`,
+/// `http(s)://…/x.cdz`; settings from the environment, see `dc_chromdata_open_opts`). Reads
+/// the metadata, the index arrays, the small tables and the Parquet footers, and validates
+/// them (spec §14).
 ///
-/// Errors: `DC_ERR_NOT_FOUND` (path or a referenced part missing), `DC_ERR_FORMAT`
-/// (malformed or inconsistent), `DC_ERR_UNSUPPORTED` (version, layout), `DC_ERR_IO`.
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, a malformed URL), `DC_ERR_NOT_FOUND`
+/// (path, prefix or a referenced part missing), `DC_ERR_FORMAT` (malformed or
+/// inconsistent), `DC_ERR_UNSUPPORTED` (version, layout; a URL in a build without remote
+/// storage), `DC_ERR_IO`.
 ///
 /// # Safety
 /// `path` is a NUL-terminated string; `out` is writable.
@@ -80,10 +85,43 @@ pub unsafe extern "C" fn dc_chromdata_open(
     path: *const c_char,
     out: *mut *mut dc_chromdata,
 ) -> dc_status {
+    // SAFETY: forwarded caller guarantees; no options.
+    unsafe { dc_chromdata_open_opts(path, std::ptr::null(), 0, out) }
+}
+
+/// Like `dc_chromdata_open`, with `n_options` settings `"key=value"` (C API §7):
+/// object-store settings under the `object_store` crate's names (`aws_endpoint`,
+/// `aws_region`, `aws_access_key_id`, `aws_secret_access_key`, `allow_http`, …) and the
+/// library's `max_concurrency` (requests in flight per handle, 1..1024, default 16),
+/// `timeout_ms` (per request, default 30000) and `retries` (default 5, exponential
+/// backoff); what is not given comes from the standard environment variables. A URL whose
+/// last component ends in `.cdz` is one `.cdz` object (its central directory and members
+/// read by byte ranges), any other a directory store under that prefix. Remote reads: the
+/// metadata and Zarr chunks one GET each, Parquet by byte ranges (footers once per handle,
+/// the needed column chunks of the needed row groups, adjacent chunks in one request).
+/// After the retries a failure is `DC_ERR_IO` naming the URL, the operation and the HTTP
+/// status or transport error; no call waits past its timeouts; credentials never appear in
+/// messages.
+///
+/// Errors: those of `dc_chromdata_open`; `DC_ERR_INVALID_ARGUMENT` (an unknown key, a bad
+/// value, `options` NULL with `n_options` > 0).
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `options` is NULL (only with `n_options` = 0) or
+/// points to `n_options` NUL-terminated strings; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_open_opts(
+    path: *const c_char,
+    options: *const *const c_char,
+    n_options: usize,
+    out: *mut *mut dc_chromdata,
+) -> dc_status {
     new_handle(out, || {
-        // SAFETY: forwarded caller guarantee.
+        // SAFETY: caller guarantees a NUL-terminated string (or NULL, rejected).
         let path = unsafe { str_in(path, "path")? };
-        ChromData::open(path)
+        // SAFETY: caller guarantees n_options strings at options.
+        let options = unsafe { strs_in(options, n_options, "options")? };
+        ChromData::open_url(path, &options)
     })
 }
 

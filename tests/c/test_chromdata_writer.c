@@ -386,6 +386,48 @@ static void check_param_bounds(const char *dir) {
   CHECK(stat(path, &st) != 0);
 }
 
+/* dc_chromdata_open_opts (C API section 7): options on a local store (checked, no effect
+ * there), bad options, and a URL whose server refuses connections: DC_ERR_IO naming the URL,
+ * never the secret. The S3 reads themselves are tested against a real server in
+ * tests/remote_chromdata.rs. */
+static void check_open_opts(const char *path) {
+  const char *const opts[] = {"max_concurrency=4", "timeout_ms=2000", "retries=1"};
+  dc_chromdata *cd = NULL;
+  dc_chromdata_info a, b;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  CHECK_STATUS(dc_chromdata_open_opts(path, opts, 3, &cd), DC_OK);
+  CHECK_STATUS(dc_chromdata_info_get(cd, &a), DC_OK);
+  dc_chromdata_free(cd);
+  cd = NULL;
+  CHECK_STATUS(dc_chromdata_open_opts(path, NULL, 0, &cd), DC_OK);
+  CHECK_STATUS(dc_chromdata_info_get(cd, &b), DC_OK);
+  dc_chromdata_free(cd);
+  CHECK(a.n_spots == N_SPOTS && a.n_spots == b.n_spots);
+  CHECK(a.n_row_groups == b.n_row_groups && a.layout == b.layout);
+
+  cd = NULL;
+  const char *const bad[] = {"no_such_option=1"};
+  CHECK_STATUS(dc_chromdata_open_opts(path, bad, 1, &cd), DC_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(dc_last_error(), "no_such_option") != NULL);
+  const char *const zero[] = {"max_concurrency=0"};
+  CHECK_STATUS(dc_chromdata_open_opts(path, zero, 1, &cd), DC_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(dc_chromdata_open_opts(path, NULL, 2, &cd), DC_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(dc_chromdata_open_opts(NULL, NULL, 0, &cd), DC_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(dc_chromdata_open_opts("ftp://host/x.cdz", NULL, 0, &cd), DC_ERR_INVALID_ARGUMENT);
+  CHECK(cd == NULL);
+
+  const char *const refused[] = {"aws_endpoint=http://127.0.0.1:1", "aws_region=us-east-1",
+                                 "aws_access_key_id=key-id", "aws_secret_access_key=s3cr3t-VALUE",
+                                 "allow_http=true", "retries=0", "timeout_ms=5000"};
+  CHECK_STATUS(dc_chromdata_open_opts("s3://bucket/x.cdz", refused, 7, &cd), DC_ERR_IO);
+  CHECK(strstr(dc_last_error(), "s3://bucket/x.cdz") != NULL);
+  CHECK(strstr(dc_last_error(), "s3cr3t-VALUE") == NULL);
+  CHECK_STATUS(dc_chromdata_open_opts("s3://bucket/x.chromdata.zarr", refused, 7, &cd), DC_ERR_IO);
+  CHECK(strstr(dc_last_error(), "s3://bucket/x.chromdata.zarr") != NULL);
+  CHECK(cd == NULL);
+}
+
 int main(void) {
   char dir[] = "/tmp/dc-cdw-XXXXXX";
   if (!mkdtemp(dir)) return 2;
@@ -409,6 +451,8 @@ int main(void) {
 
   check_small_tables(dir, &sp);
   check_param_bounds(dir);
+  snprintf(path, sizeof path, "%s/pc.cdz", dir);
+  check_open_opts(path);
 
   /* An existing store is not replaced without DC_CDW_OVERWRITE, and is with it. */
   snprintf(path, sizeof path, "%s/pc.chromdata.zarr", dir);

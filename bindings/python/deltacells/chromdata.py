@@ -91,7 +91,7 @@ class ChromData(Handle):
     def __init__(self, path_or_url: PathOrUrl, *, options: Options = None):
         self._source = normalize_source(path_or_url)
         self._options = option_strings(options)
-        self._h = open_handle(_capi.dc_chromdata_open, "dc_chromdata_open_opts", self._source, self._options)
+        self._h = open_handle(_capi.dc_chromdata_open, _capi.dc_chromdata_open_opts, self._source, self._options)
         info = _capi.dc_chromdata_info()
         call(_capi.dc_chromdata_info_get, self._h, ctypes.byref(info))
         values = {f: getattr(info, f) for f, _ in _capi.dc_chromdata_info._fields_}

@@ -466,9 +466,9 @@ dc_shuffled_order <- function(ds, seed, window_tiles = 1L) {
 # ---------------------------------------------------------------------------------------
 # ChromData
 
-cd_open <- function(path) {
+cd_open <- function(path, options = NULL) {
   path <- .check_string(path, "path")
-  ptr <- .Call(dcr_cd_open, path.expand(path))
+  ptr <- .Call(dcr_cd_open, .dc_location(path), .dc_options(options))
   structure(list(ptr = ptr, path = path), class = "deltacells_chromdata")
 }
 

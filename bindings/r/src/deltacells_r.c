@@ -894,11 +894,13 @@ static SEXP dcr_var_table(SEXP p, SEXP int64)
  * ChromData
  * ------------------------------------------------------------------------------------- */
 
-static SEXP dcr_cd_open(SEXP path)
+static SEXP dcr_cd_open(SEXP path, SEXP options)
 {
   const char *cpath = string_arg(path, "path");
+  size_t n_options = 0;
+  const char *const *opts = strings_arg(options, &n_options, "options");
   dc_chromdata *cd = NULL;
-  DCR_CHECK(dc_chromdata_open(cpath, &cd), "dc_chromdata_open");
+  DCR_CHECK(dc_chromdata_open_opts(cpath, opts, n_options, &cd), "dc_chromdata_open_opts");
   SEXP p = PROTECT(R_MakeExternalPtr(cd, Rf_install("deltacells_chromdata"), R_NilValue));
   R_RegisterCFinalizerEx(p, chromdata_finalizer, TRUE);
   UNPROTECT(1);
@@ -1776,7 +1778,7 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_obs", (DL_FUNC)&dcr_obs, 3},
     {"dcr_var_table", (DL_FUNC)&dcr_var_table, 2},
     {"dcr_write", (DL_FUNC)&dcr_write, 10},
-    {"dcr_cd_open", (DL_FUNC)&dcr_cd_open, 1},
+    {"dcr_cd_open", (DL_FUNC)&dcr_cd_open, 2},
     {"dcr_cd_info", (DL_FUNC)&dcr_cd_info, 1},
     {"dcr_cd_query", (DL_FUNC)&dcr_cd_query, 5},
     {"dcr_cd_iter", (DL_FUNC)&dcr_cd_iter, 4},

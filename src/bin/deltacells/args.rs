@@ -55,6 +55,14 @@ impl Args {
             .find(|(n, _)| n == name)
             .and_then(|(_, v)| v.as_deref())
     }
+    /// Every value of an option given several times (`--option a=1 --option b=2`), in order.
+    pub fn values(&self, name: &str) -> Vec<&str> {
+        self.opts
+            .iter()
+            .filter(|(n, _)| n == name)
+            .filter_map(|(_, v)| v.as_deref())
+            .collect()
+    }
     pub fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T> {
         match self.value(name) {
             None => Ok(default),

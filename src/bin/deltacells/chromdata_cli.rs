@@ -15,10 +15,10 @@ use super::args::Args;
 use super::console::{self, summary, Bar};
 
 pub const HELP: &str = "usage:
-  deltacells chromdata info STORE
+  deltacells chromdata info STORE [--option KEY=VALUE ...]
   deltacells chromdata get STORE (--trace ID | --cell ID | --chrom NAME)
                            [--columns coords|NAME,NAME,...] [--format csv|parquet]
-                           [--output FILE]
+                           [--output FILE] [--option KEY=VALUE ...]
   deltacells chromdata import-fofct TABLE.csv OUT.chromdata.zarr|OUT.cdz
                            [--layout flat|partitioned|primary+coords] [--float32]
                            [--memory-budget BYTES] [--threads N] [--overwrite]
@@ -28,7 +28,14 @@ pub const HELP: &str = "usage:
 
 STORE is a NAME.chromdata.zarr directory or a .cdz file (ChromData 2.0, 2.1 or 2.2), opened
 backed: only the metadata and the index are read at open, and a query decodes only the
-row groups and columns it needs.
+row groups and columns it needs. For info and get, STORE may also be a URL:
+s3://bucket/prefix/NAME.chromdata.zarr, gs://..., az://..., http(s)://host/NAME.cdz (a
+last component ending in .cdz is one .cdz object, any other a directory store under that
+prefix), read by byte ranges. --option KEY=VALUE (repeatable) passes a setting of the C
+API's dc_chromdata_open_opts: object-store settings under the object_store crate's names
+(aws_endpoint, aws_region, allow_http, ...), max_concurrency (requests in flight, default
+16), timeout_ms (per request, default 30000), retries (default 5); what is not given comes
+from the standard environment variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
 
 info   prints the format version, layout, counts (spots, bins, traces, cells, chromosomes,
        runs, row groups), whether coordinates (and their precision), cell ids and the
@@ -66,7 +73,9 @@ Examples:
   deltacells chromdata info traces.cdz
   deltacells chromdata get traces.cdz --trace 17                      # CSV on stdout
   deltacells chromdata get traces.cdz --cell fov1_cell03 --columns coords,Intensity
-  deltacells chromdata get traces.cdz --chrom chr21 --format parquet --output chr21.parquet";
+  deltacells chromdata get traces.cdz --chrom chr21 --format parquet --output chr21.parquet
+  deltacells chromdata info s3://lab-bucket/runs/traces.cdz --option aws_region=eu-west-1
+  deltacells chromdata get https://data.example.org/traces.chromdata.zarr --trace 17";
 
 /// `--columns a,b,..` by the library's selector rule (`Columns::from_selectors`).
 fn columns_of(a: &Args) -> Columns {
@@ -79,14 +88,19 @@ fn columns_of(a: &Args) -> Columns {
     Columns::from_selectors(&selectors)
 }
 
+/// Opens STORE (a path or URL) with the `--option KEY=VALUE` settings.
+fn open_store(a: &Args, store: &str) -> Result<ChromData> {
+    ChromData::open_url(store, &a.values("--option"))
+}
+
 pub fn info(a: &Args) -> Result<()> {
-    a.check_known(&[])?;
+    a.check_known(&["--option"])?;
     let [_, _, path] = a.words.as_slice() else {
         return Err(Error::invalid_argument(
             "chromdata info needs STORE (try deltacells chromdata --help)",
         ));
     };
-    let cd = ChromData::open(path)?;
+    let cd = open_store(a, path)?;
     let i = cd.info();
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
@@ -138,6 +152,7 @@ pub fn get(a: &Args) -> Result<()> {
         "--columns",
         "--format",
         "--output",
+        "--option",
     ])?;
     let [_, _, path] = a.words.as_slice() else {
         return Err(Error::invalid_argument(
@@ -165,7 +180,7 @@ pub fn get(a: &Args) -> Result<()> {
             "--format parquet needs --output FILE",
         ));
     }
-    let cd = ChromData::open(path)?;
+    let cd = open_store(a, path)?;
     let cols = columns_of(a);
     let batch = match *which {
         "--trace" => cd.get_trace(&cd.parse_id(id, false), &cols)?,

@@ -61,35 +61,34 @@ fn parquet_error(path: &str, e: impl std::fmt::Display) -> Error {
 /// Bytes read from the end of a file in one go: most footers (and their 8-byte trailer) fit.
 const TAIL_GUESS: u64 = 64 * 1024;
 
-/// The `FileMetaData` bytes of a Parquet file (plaintext footer, `PAR1` trailer).
-fn read_footer(slice: &FileSlice) -> std::result::Result<Vec<u8>, String> {
+/// The `FileMetaData` bytes of a Parquet file (plaintext footer, `PAR1` trailer). Outer
+/// error: the read failed (I/O, a request); inner: no valid footer.
+fn read_footer(slice: &FileSlice) -> Result<std::result::Result<Vec<u8>, String>> {
     let len = slice.len();
     if len < 12 {
-        return Err(format!("{len} bytes, too short for a Parquet file"));
+        return Ok(Err(format!("{len} bytes, too short for a Parquet file")));
     }
     let tail_len = len.min(TAIL_GUESS);
-    let mut tail = slice
-        .read_at(len - tail_len, tail_len as usize)
-        .map_err(|e| e.to_string())?;
+    let mut tail = slice.read_at(len - tail_len, tail_len as usize)?;
     let n = tail.len();
     if &tail[n - 4..] != b"PAR1" {
-        return Err("the file does not end with PAR1 (encrypted footers are not supported)".into());
+        return Ok(Err(
+            "the file does not end with PAR1 (encrypted footers are not supported)".into(),
+        ));
     }
     let meta_len = u32::from_le_bytes([tail[n - 8], tail[n - 7], tail[n - 6], tail[n - 5]]) as u64;
     if meta_len + 12 > len {
-        return Err(format!(
+        return Ok(Err(format!(
             "footer of {meta_len} bytes in a file of {len} bytes"
-        ));
+        )));
     }
     if meta_len + 8 <= tail_len {
         let start = (tail_len - 8 - meta_len) as usize;
         tail.truncate(n - 8);
         tail.drain(..start);
-        Ok(tail)
+        Ok(Ok(tail))
     } else {
-        slice
-            .read_at(len - 8 - meta_len, meta_len as usize)
-            .map_err(|e| e.to_string())
+        slice.read_at(len - 8 - meta_len, meta_len as usize).map(Ok)
     }
 }
 
@@ -104,7 +103,7 @@ impl ParquetFile {
         let invalid = |e: &dyn std::fmt::Display| {
             parquet_error(&full, format_args!("no valid Parquet footer ({e})"))
         };
-        let footer = read_footer(&slice).map_err(|e| invalid(&e))?;
+        let footer = read_footer(&slice)?.map_err(|e| invalid(&e))?;
         let map = FooterMap::scan(&footer).map_err(|e| invalid(&e.message))?;
         // The parquet crate's decoders run contained (docs/reliability.md §1).
         let file_level = contain::decoding(&full, || {
@@ -160,6 +159,11 @@ impl ParquetFile {
             })
         })?;
         Ok(self.groups[g].get_or_init(|| Arc::new(one)))
+    }
+
+    /// Requests this file's reads may have in flight at once (1 locally).
+    pub(crate) fn request_width(&self) -> usize {
+        self.slice.request_width()
     }
 
     pub(crate) fn schema(&self) -> &SchemaRef {
@@ -292,9 +296,25 @@ impl ParquetFile {
             parquet_to_arrow_field_levels(schema, mask, None).map_err(|e| fail(&e))
         })?;
         let md = self.group_meta(g)?;
-        let chunks =
-            GroupChunks::fetch(md, 0, &leaves, |s, buf, l| self.slice.read_into(s, buf, l))
-                .map_err(|e| fail(&e))?;
+        // A failed read (I/O, a request) is reported as itself, not as a decoding error.
+        let read_error: Mutex<Option<Error>> = Mutex::new(None);
+        let chunks = GroupChunks::fetch(md, 0, &leaves, |s, buf, l| {
+            self.slice.read_into(s, buf, l).map_err(|e| {
+                let m = e.message.clone();
+                read_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(e);
+                std::io::Error::other(m)
+            })
+        })
+        .map_err(|e| {
+            read_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .unwrap_or_else(|| fail(&e))
+        })?;
         let expected = self.group_rows(g);
         let mut reader = contain::decoding(&self.path, || {
             ParquetRecordBatchReader::try_new_with_row_groups(

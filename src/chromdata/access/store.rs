@@ -1,24 +1,46 @@
 //! Where the bytes of a store live: a `*.chromdata.zarr` directory or a `.cdz` zip of
-//! STORED members. Both are seen as a map from a `/`-separated path (relative to the store
-//! root) to a byte range of one open file, read with positioned reads (no memory maps, no
-//! extraction). Parquet reads through [`FileSlice`], Zarr arrays through [`ZarrsStorage`].
+//! STORED members, on the local file system or at a URL (an object-store prefix, or one
+//! `.cdz` object). Both are seen as a map from a `/`-separated path (relative to the store
+//! root) to a byte range of one file or object, read with positioned reads (no memory maps,
+//! no extraction) or ranged GETs. Parquet reads through [`FileSlice`], Zarr arrays through
+//! `ZarrsStorage`.
+//!
+//! Local stores keep the fast path of positioned reads on an open file. A remote directory
+//! store reads each file by key (`zarr.json` and Zarr chunks whole, Parquet by ranges); a
+//! remote `.cdz` reads its central directory by ranged reads of the object's tail, then
+//! each member's local header once (its data offset is remembered) and its data by ranges.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+#[cfg(feature = "remote")]
+use std::sync::Mutex;
 
-use bytes::Bytes;
+#[cfg(feature = "remote")]
+use crate::storage::remote::ObjectRoot;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::OpenDir;
 
-/// A byte range of an open file: a whole file of a directory store, or the data of one
+/// Where a slice's bytes are read from.
+#[derive(Clone, Debug)]
+enum Source {
+    File(Arc<File>),
+    /// `rel` under an object-store root (`""`: the root object itself, a `.cdz`).
+    #[cfg(feature = "remote")]
+    Object {
+        root: Arc<ObjectRoot>,
+        rel: Arc<str>,
+    },
+}
+
+/// A byte range of a file or object: a whole file of a directory store, or the data of one
 /// STORED member of a `.cdz`.
 #[derive(Clone, Debug)]
 pub(crate) struct FileSlice {
-    file: Arc<File>,
+    source: Source,
     base: u64,
     len: u64,
     /// Store path, for messages.
@@ -31,44 +53,91 @@ impl FileSlice {
     }
 
     /// Reads `length` bytes at `start` (relative to the slice) into `buf` (replacing its
-    /// content, reusing its allocation); short data is an error.
-    pub(crate) fn read_into(
-        &self,
-        start: u64,
-        buf: &mut Vec<u8>,
-        length: usize,
-    ) -> std::io::Result<()> {
+    /// content, reusing its allocation); short data is an error (`Format` past the end of
+    /// the slice, `Io` for a failed read or request, `NotFound` for a vanished object).
+    pub(crate) fn read_into(&self, start: u64, buf: &mut Vec<u8>, length: usize) -> Result<()> {
         self.check_range(start, length)?;
-        buf.clear();
-        buf.resize(length, 0);
-        read_exact_at(&self.file, buf, self.base + start)
+        match &self.source {
+            Source::File(file) => {
+                buf.clear();
+                buf.resize(length, 0);
+                read_exact_at(file, buf, self.base + start).map_err(|e| self.io_error(&e))
+            }
+            #[cfg(feature = "remote")]
+            Source::Object { .. } => {
+                let got = self.fetch(start, length)?;
+                buf.clear();
+                buf.extend_from_slice(&got);
+                Ok(())
+            }
+        }
     }
 
-    fn check_range(&self, start: u64, length: usize) -> std::io::Result<()> {
+    /// One ranged GET of `length` bytes at `start` (relative to the slice).
+    #[cfg(feature = "remote")]
+    fn fetch(&self, start: u64, length: usize) -> Result<bytes::Bytes> {
+        let Source::Object { root, rel } = &self.source else {
+            unreachable!("fetch of a local slice")
+        };
+        if length == 0 {
+            return Ok(bytes::Bytes::new());
+        }
+        let at = self.base + start;
+        let got = root.get_range(rel, at..at + length as u64)?;
+        if got.len() != length {
+            return Err(Error::format(format!(
+                "{}: read {} bytes at {start}, expected {length} (the object is shorter)",
+                self.name,
+                got.len()
+            )));
+        }
+        Ok(got)
+    }
+
+    fn io_error(&self, e: &std::io::Error) -> Error {
+        Error::new(ErrorKind::Io, format!("{}: {e}", self.name))
+    }
+
+    fn check_range(&self, start: u64, length: usize) -> Result<()> {
         let end = start.checked_add(length as u64);
         if end.is_none_or(|e| e > self.len) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{}: read of {length} bytes at {start} past the end ({} bytes)",
-                    self.name, self.len
-                ),
-            ));
+            return Err(Error::format(format!(
+                "{}: read of {length} bytes at {start} past the end ({} bytes)",
+                self.name, self.len
+            )));
         }
         Ok(())
     }
 
     /// Reads `length` bytes at `start` (relative to the slice); short data is an error.
-    pub(crate) fn read_at(&self, start: u64, length: usize) -> std::io::Result<Vec<u8>> {
-        self.check_range(start, length)?;
-        let mut buf = vec![0u8; length];
-        read_exact_at(&self.file, &mut buf, self.base + start)?;
+    pub(crate) fn read_at(&self, start: u64, length: usize) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.read_into(start, &mut buf, length)?;
         Ok(buf)
     }
 
-    pub(crate) fn read_all(&self) -> std::io::Result<Vec<u8>> {
+    pub(crate) fn read_all(&self) -> Result<Vec<u8>> {
         self.read_at(0, self.len as usize)
     }
+
+    /// Requests this slice's reads may have in flight at once: 1 for a local file, the
+    /// store's `max_concurrency` at a URL (readers run that many row-group reads at once).
+    pub(crate) fn request_width(&self) -> usize {
+        match &self.source {
+            Source::File(_) => 1,
+            #[cfg(feature = "remote")]
+            Source::Object { root, .. } => io_width(root),
+        }
+    }
+}
+
+/// Threads that wait on requests of `root` at once: its `max_concurrency`, bounded so that a
+/// large setting does not start hundreds of threads (requests beyond it still queue on the
+/// root's permits).
+#[cfg(feature = "remote")]
+fn io_width(root: &ObjectRoot) -> usize {
+    const MAX_IO_THREADS: usize = 32;
+    root.options().max_concurrency.min(MAX_IO_THREADS)
 }
 
 #[cfg(unix)]
@@ -99,48 +168,6 @@ fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::R
     Ok(())
 }
 
-impl parquet::file::reader::Length for FileSlice {
-    fn len(&self) -> u64 {
-        self.len
-    }
-}
-
-/// Sequential reader over a slice (what parquet asks for when it wants a `Read`).
-pub(crate) struct SliceReader {
-    slice: FileSlice,
-    pos: u64,
-}
-
-impl Read for SliceReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.slice.len.saturating_sub(self.pos);
-        let n = (buf.len() as u64).min(left) as usize;
-        if n == 0 {
-            return Ok(0);
-        }
-        read_exact_at(&self.slice.file, &mut buf[..n], self.slice.base + self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-impl parquet::file::reader::ChunkReader for FileSlice {
-    type T = SliceReader;
-
-    fn get_read(&self, start: u64) -> parquet::errors::Result<SliceReader> {
-        Ok(SliceReader {
-            slice: self.clone(),
-            pos: start.min(self.len),
-        })
-    }
-
-    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-        self.read_at(start, length)
-            .map(Bytes::from)
-            .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
-    }
-}
-
 /// One member of a `.cdz`: where its local header is and how it is stored.
 #[derive(Clone, Copy, Debug)]
 struct ZipMember {
@@ -159,16 +186,39 @@ enum Backend {
         file: Arc<File>,
         members: HashMap<String, ZipMember>,
     },
+    /// A directory store under an object-store prefix.
+    #[cfg(feature = "remote")]
+    RemoteDir(Arc<ObjectRoot>),
+    /// A `.cdz` object (the root object itself).
+    #[cfg(feature = "remote")]
+    RemoteZip {
+        root: Arc<ObjectRoot>,
+        len: u64,
+        members: HashMap<String, ZipMember>,
+        /// Data offsets of members whose local header was read.
+        bases: Mutex<HashMap<String, u64>>,
+    },
 }
 
 /// An opened store container.
 #[derive(Debug)]
 pub(crate) struct Store {
     backend: Backend,
-    /// The path the user gave, for messages.
+    /// The path or URL the user gave, for messages.
     pub(crate) display: String,
-    /// Where the store is on the local file system (the directory or the `.cdz`).
-    pub(crate) location: PathBuf,
+    /// Where the store is on the local file system (the directory or the `.cdz`); `None`
+    /// for a store at a URL.
+    pub(crate) location: Option<PathBuf>,
+}
+
+/// Whether `path` stays inside the store (no `..`, empty or absolute components).
+fn check_inside(display: &str, path: &str) -> Result<()> {
+    if path.split('/').any(|c| c == ".." || c.is_empty()) || path.starts_with('/') {
+        return Err(Error::format(format!(
+            "{display}: path \"{path}\" leaves the store"
+        )));
+    }
+    Ok(())
 }
 
 impl Store {
@@ -188,7 +238,7 @@ impl Store {
             return Ok(Store {
                 backend: Backend::Dir(OpenDir::open(path)?),
                 display,
-                location: path.to_path_buf(),
+                location: Some(path.to_path_buf()),
             });
         }
         let mut file = File::open(path).map_err(|e| Error::io(path, &e))?;
@@ -213,32 +263,108 @@ impl Store {
                 members,
             },
             display,
-            location: path.to_path_buf(),
+            location: Some(path.to_path_buf()),
         })
     }
 
-    /// Whether `path` exists (as a file / member).
-    pub(crate) fn exists(&self, path: &str) -> bool {
+    /// A store at a URL: a `.cdz` object when the URL's last component ends in `.cdz`,
+    /// else a directory store under the prefix. Nothing is read for a directory store (its
+    /// `zarr.json` is read first by the opener); a `.cdz`'s central directory is read now
+    /// (its size with one HEAD, then the tail by ranged GETs). Missing `.cdz`: `NotFound`.
+    #[cfg(feature = "remote")]
+    pub(crate) fn open_remote(root: Arc<ObjectRoot>) -> Result<Store> {
+        let display = root.url().url.clone();
+        let is_cdz = root
+            .url()
+            .file_name()
+            .to_ascii_lowercase()
+            .ends_with(".cdz");
+        if !is_cdz {
+            return Ok(Store {
+                backend: Backend::RemoteDir(root),
+                display,
+                location: None,
+            });
+        }
+        let object = crate::storage::remote::ranged::RangedObject::open(root.clone(), "")?;
+        let len = object.len();
+        object.prefetch_tail(crate::storage::remote::ranged::FOOTER_GUESS)?;
+        let reader = RangedReadSeek {
+            object,
+            pos: 0,
+            error: None,
+        };
+        let members = crate::contain::decoding(&display, || zip_members_remote(reader, &display))?;
+        Ok(Store {
+            backend: Backend::RemoteZip {
+                root,
+                len,
+                members,
+                bases: Mutex::new(HashMap::new()),
+            },
+            display,
+            location: None,
+        })
+    }
+
+    /// Requests the store's reads may have in flight at once (see
+    /// [`FileSlice::request_width`]).
+    pub(crate) fn request_width(&self) -> usize {
         match &self.backend {
-            Backend::Dir(root) => root
-                .open_file(path)
-                .and_then(|f| f.metadata().map_err(|e| Error::io(Path::new(path), &e)))
-                .is_ok_and(|m| m.is_file()),
-            Backend::Zip { members, .. } => members.contains_key(path),
+            Backend::Dir(_) | Backend::Zip { .. } => 1,
+            #[cfg(feature = "remote")]
+            Backend::RemoteDir(root) | Backend::RemoteZip { root, .. } => io_width(root),
         }
     }
 
-    /// The bytes of `path` as an open slice. A missing path is `NotFound`.
+    /// Whether `path` exists (as a file / member). For a store at a URL this is a HEAD
+    /// request, whose failure (other than a missing object) is the error.
+    pub(crate) fn exists(&self, path: &str) -> Result<bool> {
+        match &self.backend {
+            Backend::Dir(root) => Ok(root
+                .open_file(path)
+                .and_then(|f| f.metadata().map_err(|e| Error::io(Path::new(path), &e)))
+                .is_ok_and(|m| m.is_file())),
+            Backend::Zip { members, .. } => Ok(members.contains_key(path)),
+            #[cfg(feature = "remote")]
+            Backend::RemoteDir(root) => {
+                check_inside(&self.display, path)?;
+                root.exists(path)
+            }
+            #[cfg(feature = "remote")]
+            Backend::RemoteZip { members, .. } => Ok(members.contains_key(path)),
+        }
+    }
+
+    fn member<'a>(
+        &self,
+        members: &'a HashMap<String, ZipMember>,
+        path: &str,
+        name: &str,
+    ) -> Result<&'a ZipMember> {
+        let m = members
+            .get(path)
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("{name}: no such member")))?;
+        if !m.stored {
+            return Err(Error::unsupported(format!(
+                "{name}: zip member is compressed; .cdz members must be STORED"
+            )));
+        }
+        if m.compressed_size != m.size {
+            return Err(Error::format(format!(
+                "{name}: STORED member with compressed size {} != size {}",
+                m.compressed_size, m.size
+            )));
+        }
+        Ok(m)
+    }
+
+    /// The bytes of `path` as a slice. A missing path is `NotFound`.
     pub(crate) fn slice(&self, path: &str) -> Result<FileSlice> {
         let name: Arc<str> = Arc::from(format!("{}/{path}", self.display));
         match &self.backend {
             Backend::Dir(root) => {
-                if path.split('/').any(|c| c == ".." || c.is_empty()) || path.starts_with('/') {
-                    return Err(Error::format(format!(
-                        "{}: path \"{path}\" leaves the store",
-                        self.display
-                    )));
-                }
+                check_inside(&self.display, path)?;
                 let full = root.path().join(path);
                 let file = root.open_file(path)?;
                 let md = file.metadata().map_err(|e| Error::io(&full, &e))?;
@@ -249,48 +375,76 @@ impl Store {
                     ));
                 }
                 Ok(FileSlice {
-                    file: Arc::new(file),
+                    source: Source::File(Arc::new(file)),
                     base: 0,
                     len: md.len(),
                     name,
                 })
             }
             Backend::Zip { file, members } => {
-                let m = members.get(path).ok_or_else(|| {
-                    Error::new(ErrorKind::NotFound, format!("{name}: no such member"))
-                })?;
-                if !m.stored {
-                    return Err(Error::unsupported(format!(
-                        "{name}: zip member is compressed; .cdz members must be STORED"
-                    )));
-                }
-                if m.compressed_size != m.size {
-                    return Err(Error::format(format!(
-                        "{name}: STORED member with compressed size {} != size {}",
-                        m.compressed_size, m.size
-                    )));
-                }
+                let m = self.member(members, path, &name)?;
                 // Data start from the local header's own name / extra lengths (§13).
                 let mut lh = [0u8; 30];
                 read_exact_at(file, &mut lh, m.header_start)
                     .map_err(|e| Error::format(format!("{name}: local header unreadable: {e}")))?;
-                if lh[0..4] != *b"PK\x03\x04" {
-                    return Err(Error::format(format!("{name}: bad local header signature")));
-                }
-                let name_len = u16::from_le_bytes([lh[26], lh[27]]) as u64;
-                let extra_len = u16::from_le_bytes([lh[28], lh[29]]) as u64;
-                let base = m.header_start + 30 + name_len + extra_len;
                 let total = file
                     .metadata()
                     .map_err(|e| Error::io(Path::new(&self.display), &e))?
                     .len();
-                if base.checked_add(m.size).is_none_or(|end| end > total) {
-                    return Err(Error::format(format!(
-                        "{name}: member data runs past the end of the archive (truncated .cdz)"
-                    )));
-                }
+                let base = member_base(&lh, m, total, &name)?;
                 Ok(FileSlice {
-                    file: file.clone(),
+                    source: Source::File(file.clone()),
+                    base,
+                    len: m.size,
+                    name,
+                })
+            }
+            #[cfg(feature = "remote")]
+            Backend::RemoteDir(root) => {
+                check_inside(&self.display, path)?;
+                let len = root.size(path)?;
+                Ok(FileSlice {
+                    source: Source::Object {
+                        root: root.clone(),
+                        rel: Arc::from(path),
+                    },
+                    base: 0,
+                    len,
+                    name,
+                })
+            }
+            #[cfg(feature = "remote")]
+            Backend::RemoteZip {
+                root,
+                len,
+                members,
+                bases,
+            } => {
+                let m = self.member(members, path, &name)?;
+                let known = bases
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(path)
+                    .copied();
+                let base = match known {
+                    Some(b) => b,
+                    None => {
+                        let lh = root
+                            .get_range("", m.header_start..m.header_start + 30)
+                            .map_err(|e| e.context(format_args!("{name}: local header")))?;
+                        let b = member_base(&lh, m, *len, &name)?;
+                        bases
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(path.to_string(), b);
+                        b
+                    }
+                };
+                Ok(FileSlice {
+                    source: Source::Object {
+                        root: root.clone(),
+                        rel: Arc::from(""),
+                    },
                     base,
                     len: m.size,
                     name,
@@ -301,22 +455,90 @@ impl Store {
 
     /// The whole content of `path`.
     pub(crate) fn read(&self, path: &str) -> Result<Vec<u8>> {
-        let s = self.slice(path)?;
-        s.read_all()
-            .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", s.name)))
+        #[cfg(feature = "remote")]
+        if let Backend::RemoteDir(root) = &self.backend {
+            // One GET, no HEAD first.
+            check_inside(&self.display, path)?;
+            return root.get(path).map(Vec::from);
+        }
+        self.slice(path)?.read_all()
+    }
+
+    /// The whole content of `path`, or `None` when it does not exist (one request for a
+    /// store at a URL, where `exists` then `read` would be two).
+    pub(crate) fn read_opt(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        #[cfg(feature = "remote")]
+        if let Backend::RemoteDir(_) = &self.backend {
+            return match self.read(path) {
+                Ok(b) => Ok(Some(b)),
+                Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
+        if !self.exists(path)? {
+            return Ok(None);
+        }
+        self.read(path).map(Some)
     }
 
     /// Reads and parses a JSON document.
     pub(crate) fn read_json(&self, path: &str) -> Result<serde_json::Value> {
         let bytes = self.read(path)?;
-        serde_json::from_slice(&bytes)
+        self.parse_json(path, &bytes)
+    }
+
+    /// Reads and parses a JSON document, `None` when it does not exist.
+    pub(crate) fn read_json_opt(&self, path: &str) -> Result<Option<serde_json::Value>> {
+        match self.read_opt(path)? {
+            Some(bytes) => self.parse_json(path, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn parse_json(&self, path: &str, bytes: &[u8]) -> Result<serde_json::Value> {
+        serde_json::from_slice(bytes)
             .map_err(|e| Error::format(format!("{}/{path}: not valid JSON: {e}", self.display)))
     }
 }
 
+/// Where member `m`'s data start, from its local header `lh` (30 bytes; §13: the local
+/// header's own name and extra lengths), checked against the archive's size `total`.
+fn member_base(lh: &[u8], m: &ZipMember, total: u64, name: &str) -> Result<u64> {
+    if lh.len() < 30 || lh[0..4] != *b"PK\x03\x04" {
+        return Err(Error::format(format!("{name}: bad local header signature")));
+    }
+    let name_len = u16::from_le_bytes([lh[26], lh[27]]) as u64;
+    let extra_len = u16::from_le_bytes([lh[28], lh[29]]) as u64;
+    let base = m.header_start + 30 + name_len + extra_len;
+    if base.checked_add(m.size).is_none_or(|end| end > total) {
+        return Err(Error::format(format!(
+            "{name}: member data runs past the end of the archive (truncated .cdz)"
+        )));
+    }
+    Ok(base)
+}
+
 /// The members of the zip archive `file` (directories left out), by name.
 fn zip_members(file: File, display: &str) -> Result<HashMap<String, ZipMember>> {
-    let mut archive = zip::ZipArchive::new(file)
+    members_of(file, display)
+}
+
+/// The members of the zip archive read through `reader`: a failed request is that error
+/// (not "not a zip archive").
+#[cfg(feature = "remote")]
+fn zip_members_remote(
+    mut reader: RangedReadSeek,
+    display: &str,
+) -> Result<HashMap<String, ZipMember>> {
+    let got = members_of(&mut reader, display);
+    match reader.error.take() {
+        Some(e) => Err(e),
+        None => got,
+    }
+}
+
+fn members_of<R: Read + Seek>(reader: R, display: &str) -> Result<HashMap<String, ZipMember>> {
+    let mut archive = zip::ZipArchive::new(reader)
         .map_err(|e| Error::format(format!("{display}: not a readable zip archive (.cdz): {e}")))?;
     let mut members = HashMap::with_capacity(archive.len());
     for i in 0..archive.len() {
@@ -337,6 +559,58 @@ fn zip_members(file: File, display: &str) -> Result<HashMap<String, ZipMember>> 
         );
     }
     Ok(members)
+}
+
+/// `Read + Seek` over an object read by ranges (what the zip crate wants for the central
+/// directory); the first failed request is kept to be reported as itself.
+#[cfg(feature = "remote")]
+struct RangedReadSeek {
+    object: crate::storage::remote::ranged::RangedObject,
+    pos: u64,
+    error: Option<Error>,
+}
+
+#[cfg(feature = "remote")]
+impl Read for RangedReadSeek {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.object.len().saturating_sub(self.pos);
+        let n = (buf.len() as u64).min(left) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        match self.object.read_at(self.pos, n) {
+            Ok(b) => {
+                buf[..n].copy_from_slice(&b);
+                self.pos += n as u64;
+                Ok(n)
+            }
+            Err(e) => {
+                let m = e.message.clone();
+                self.error.get_or_insert(e);
+                Err(std::io::Error::other(m))
+            }
+        }
+    }
+}
+
+#[cfg(feature = "remote")]
+impl Seek for RangedReadSeek {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let len = self.object.len() as i128;
+        let at = match to {
+            SeekFrom::Start(s) => s as i128,
+            SeekFrom::End(d) => len + d as i128,
+            SeekFrom::Current(d) => self.pos as i128 + d as i128,
+        };
+        if at < 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "seek before the start of the object",
+            ));
+        }
+        self.pos = at as u64;
+        Ok(self.pos)
+    }
 }
 
 fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {

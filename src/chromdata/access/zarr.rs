@@ -93,13 +93,12 @@ impl ArrayReader {
         while out.len() < total {
             let take = (total - out.len()).min(layout.chunk as usize);
             let key = format!("{path}/c/{k}");
-            if !self.store.exists(&key) {
+            let Some(stored) = self.store.read_opt(&key)? else {
                 // A missing chunk holds the fill value, 0 (standard Zarr v3).
                 out.resize(out.len() + take, T::default());
                 k += 1;
                 continue;
-            }
-            let stored = self.store.read(&key)?;
+            };
             let bytes: &[u8] = if layout.zstd {
                 buf.clear();
                 buf.reserve(chunk_bytes);
@@ -134,8 +133,9 @@ impl ArrayReader {
         let ctx = format!("{}/{path}", self.store.display);
         let zerr = |e: &dyn std::fmt::Display| match self.store.exists(&format!("{path}/zarr.json"))
         {
-            true => Error::format(format!("{ctx}: {e}")),
-            false => Error::new(ErrorKind::NotFound, format!("{ctx}: {e}")),
+            Ok(true) => Error::format(format!("{ctx}: {e}")),
+            Ok(false) => Error::new(ErrorKind::NotFound, format!("{ctx}: {e}")),
+            Err(io) => io,
         };
         // zarrs may fan out over chunks with rayon: keep that off the global pool.
         let pool = crate::pool::pool(2)?;
@@ -337,15 +337,14 @@ impl zarrs::storage::ReadableStorageTraits for ZarrsStorage {
         byte_ranges: zarrs::storage::byte_range::ByteRangeIterator<'a>,
     ) -> std::result::Result<zarrs::storage::MaybeBytesIterator<'a>, zarrs::storage::StorageError>
     {
-        let path = key.as_str();
-        if !self.0.exists(path) {
+        let stored = self
+            .0
+            .read_opt(key.as_str())
+            .map_err(|e| zarrs::storage::StorageError::Other(e.message))?;
+        let Some(stored) = stored else {
             return Ok(None);
-        }
-        let bytes = Bytes::from(
-            self.0
-                .read(path)
-                .map_err(|e| zarrs::storage::StorageError::Other(e.message))?,
-        );
+        };
+        let bytes = Bytes::from(stored);
         let len = bytes.len() as u64;
         Ok(Some(Box::new(byte_ranges.map(move |range| {
             use zarrs::storage::byte_range::ByteRange;
@@ -371,14 +370,10 @@ impl zarrs::storage::ReadableStorageTraits for ZarrsStorage {
         &self,
         key: &zarrs::storage::StoreKey,
     ) -> std::result::Result<Option<u64>, zarrs::storage::StorageError> {
-        let path = key.as_str();
-        if !self.0.exists(path) {
-            return Ok(None);
+        match self.0.slice(key.as_str()) {
+            Ok(s) => Ok(Some(s.len())),
+            Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(zarrs::storage::StorageError::Other(e.message)),
         }
-        let s = self
-            .0
-            .slice(path)
-            .map_err(|e| zarrs::storage::StorageError::Other(e.message))?;
-        Ok(Some(s.len()))
     }
 }

@@ -51,10 +51,9 @@ impl ChromData {
     fn component_group(&self, kind: ComponentKind) -> Result<Option<(Value, ComponentAttrs)>> {
         let store = &self.inner.store;
         let path = format!("{}/zarr.json", kind.name());
-        if !store.exists(&path) {
+        let Some(doc) = store.read_json_opt(&path)? else {
             return Ok(None);
-        }
-        let doc = store.read_json(&path)?;
+        };
         let node: GroupNode<Option<ComponentAttrs>> =
             spec::from_json(&doc, &format!("{}/{path}", store.display))?;
         Ok(Some((doc, node.attributes.unwrap_or_default())))
@@ -91,7 +90,7 @@ impl ChromData {
     ) -> Result<(ArrayNode<A>, ArrayType)> {
         let store = &self.inner.store;
         let meta = format!("{path}/zarr.json");
-        if !store.exists(&meta) {
+        if !store.exists(&meta)? {
             return Err(Error::format(format!(
                 "{}/{meta}: listed in its group's keys but missing",
                 store.display
@@ -118,7 +117,7 @@ impl ChromData {
             dir = self.member_path(ComponentKind::Results, &entries, &dir, key)?;
             let meta = format!("{dir}/zarr.json");
             let ctx = format!("{d}/{meta}");
-            if !store.exists(&meta) {
+            if !store.exists(&meta)? {
                 return Err(Error::format(format!("{ctx}: listed in keys but missing")));
             }
             let doc = store.read_json(&meta)?;
@@ -277,7 +276,7 @@ impl ChromData {
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default();
-                let parent = store_parent(&self.inner.store.location);
+                let parent = self.inner.store.location.as_deref().and_then(store_parent);
                 Ok(Value::Array(
                     records
                         .into_iter()

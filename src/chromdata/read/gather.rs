@@ -403,7 +403,13 @@ pub(crate) fn read_sets(reads: &[SetRead<'_>]) -> Result<Vec<Vec<ArrayRef>>> {
     let mut arena = Arena::new(&plans);
     let outs = {
         let tasks = make_tasks(reads, &plans, arena.columns());
-        let threads = crate::pool::resolve_threads(0);
+        // At a URL, groups are fetched (and decoded) up to `max_concurrency` at once.
+        let io = reads
+            .iter()
+            .flat_map(|r| r.set.files.iter().map(|f| f.request_width()))
+            .max()
+            .unwrap_or(1);
+        let threads = crate::pool::resolve_threads(0).max(io);
         crate::pool::map(threads, tasks, |t| run(t, reads, &plans))?
     };
     // Row-group decodes, and the cache: the last groups decoded per file, in first-use order.

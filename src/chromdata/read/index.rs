@@ -245,7 +245,7 @@ fn check_source_row(a: &Arrays<'_>, root: &Root) -> Result<()> {
                 u.n_spots
             )));
         }
-    } else if a.r.store.exists("index/source_row/zarr.json") {
+    } else if a.r.store.exists("index/source_row/zarr.json")? {
         return Err(Error::format(format!(
             "{} exists but has_source_row is false",
             a.ctx("index/source_row")

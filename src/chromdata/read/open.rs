@@ -25,18 +25,38 @@ impl ChromData {
     /// Opens and validates a store: a `*.chromdata.zarr` directory or a `.cdz` file.
     pub fn open(path: impl AsRef<Path>) -> Result<ChromData> {
         Ok(ChromData {
-            inner: Arc::new(open(path.as_ref())?),
+            inner: Arc::new(open(Arc::new(Store::open(path.as_ref())?))?),
+        })
+    }
+
+    /// Opens and validates a store at a path or URL (`s3://bucket/prefix/x.chromdata.zarr`,
+    /// `https://host/x.cdz`, …) with `key=value` options (C API §7, [`Options`]). A URL
+    /// whose last component ends in `.cdz` is a `.cdz` object, any other a directory
+    /// store under that prefix. Local paths take [`ChromData::open`]'s path (the options
+    /// are still checked).
+    ///
+    /// [`Options`]: crate::storage::Options
+    pub fn open_url(location: &str, options: &[&str]) -> Result<ChromData> {
+        let root = crate::storage::Root::parse(location, options)?;
+        let store = match &root {
+            #[cfg(feature = "remote")]
+            crate::storage::Root::Remote(r) => Store::open_remote(r.clone())?,
+            local => Store::open(local.local_path().ok_or_else(|| {
+                Error::new(ErrorKind::Internal, format!("{location}: no local path"))
+            })?)?,
+        };
+        Ok(ChromData {
+            inner: Arc::new(open(Arc::new(store))?),
         })
     }
 }
 
-/// Opens and validates the store at `path`.
-fn open(path: &Path) -> Result<OpenStore> {
-    let store = Arc::new(Store::open(path)?);
+/// Opens and validates `store`.
+fn open(store: Arc<Store>) -> Result<OpenStore> {
     let d = store.display.clone();
     let (root, tables) = read_metadata(&store)?;
     let arrays = ArrayReader::new(store.clone());
-    if !store.exists("index/zarr.json") {
+    if !store.exists("index/zarr.json")? {
         return Err(Error::new(
             ErrorKind::NotFound,
             format!("{d}/index/zarr.json: missing (the index group is required)"),
@@ -47,7 +67,8 @@ fn open(path: &Path) -> Result<OpenStore> {
     // The index arrays and every Parquet footer, read at the same time (each check below
     // then runs in its order, on what is already read).
     let paths = parquet_paths(&tables, root.layout);
-    let threads = crate::pool::resolve_threads(0);
+    // At a URL, footers are fetched up to `max_concurrency` at once.
+    let threads = crate::pool::resolve_threads(0).max(store.request_width());
     let index = if threads > 1 {
         let pool = crate::pool::pool(threads)?;
         pool.install(|| rayon::join(|| index::load(&arrays, &root), || ld.prefetch(&paths)))
@@ -144,26 +165,22 @@ fn parquet_paths(tables: &Tables, layout: crate::chromdata::spec::Layout) -> Vec
 /// The root and `tables` documents (§2–§4).
 fn read_metadata(store: &Store) -> Result<(Root, Tables)> {
     let d = &store.display;
-    if !store.exists("zarr.json") {
+    let Some(root_doc) = store.read_json_opt("zarr.json")? else {
         return Err(Error::new(
             ErrorKind::NotFound,
             format!("{d}: no root zarr.json; not a ChromData store"),
         ));
-    }
-    let root = Root::parse(&store.read_json("zarr.json")?, &format!("{d}/zarr.json"))?;
-    if !store.exists("tables/zarr.json") {
+    };
+    let root = Root::parse(&root_doc, &format!("{d}/zarr.json"))?;
+    let Some(tables_doc) = store.read_json_opt("tables/zarr.json")? else {
         return Err(Error::new(
             ErrorKind::NotFound,
             format!("{d}/tables/zarr.json: missing (the tables group is required)"),
         ));
-    }
-    let tables = TablesAttrs::parse(
-        &store.read_json("tables/zarr.json")?,
-        &root,
-        &format!("{d}/tables/zarr.json"),
-    )?
-    .attributes
-    .tables;
+    };
+    let tables = TablesAttrs::parse(&tables_doc, &root, &format!("{d}/tables/zarr.json"))?
+        .attributes
+        .tables;
     if tables.spots.n_rows != root.uchrom().n_spots {
         return Err(Error::format(format!(
             "{d}: tables.spots.n_rows = {} but n_spots = {}",
@@ -444,7 +461,7 @@ fn derived_files(
 fn check_pass_through(store: &Store, tables: &Tables) -> Result<()> {
     for (kind, list) in [("intervals", &tables.intervals), ("points", &tables.points)] {
         for e in list {
-            if !store.exists(&table_path(&e.path)) {
+            if !store.exists(&table_path(&e.path))? {
                 return Err(Error::new(
                     ErrorKind::NotFound,
                     format!(

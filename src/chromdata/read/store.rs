@@ -150,12 +150,11 @@ impl ChromData {
     fn component_keys(&self, component: ComponentKind) -> Result<Vec<String>> {
         let store = &self.inner.store;
         let path = format!("{}/zarr.json", component.name());
-        if !store.exists(&path) {
+        let Some(doc) = store.read_json_opt(&path)? else {
             return Ok(Vec::new());
-        }
+        };
         let ctx = format!("{}/{path}", store.display);
-        let node: GroupNode<Option<ComponentAttrs>> =
-            spec::from_json(&store.read_json(&path)?, &ctx)?;
+        let node: GroupNode<Option<ComponentAttrs>> = spec::from_json(&doc, &ctx)?;
         Ok(node.attributes.map_or_else(Vec::new, |a| a.keys(component)))
     }
 

@@ -410,12 +410,24 @@ end
 # ------------------------------------------------------------------------------------------
 # ChromData
 
-"An open ChromData store (`*.chromdata.zarr` or `.cdz`)."
+"""
+    ChromData(path; options = nothing)
+
+An open ChromData store (`*.chromdata.zarr` or `.cdz`). `path` may be a URL (`s3://`,
+`gs://`, `az://`, `http(s)://`; a last component ending in `.cdz` is a `.cdz` object);
+`options` are its settings (see `option_strings`), the rest from the environment.
+"""
 mutable struct ChromData
     ptr::Ptr{L.dc_chromdata}
-    function ChromData(path::AbstractString)
+    function ChromData(path::AbstractString; options = nothing)
         out = Ref{Ptr{L.dc_chromdata}}(C_NULL)
-        check(L.dc_chromdata_open(path, out))
+        if options === nothing
+            check(L.dc_chromdata_open(path, out))
+        else
+            strs = option_strings(options)
+            ptrs = [Base.unsafe_convert(Cstring, x) for x in strs]
+            GC.@preserve strs check(L.dc_chromdata_open_opts(path, ptrs, length(ptrs), out))
+        end
         finalizer(close, new(out[]))
     end
 end

@@ -160,6 +160,11 @@ function dc_chromdata_open(path, out)
     ccall((:dc_chromdata_open, libdeltacells), dc_status, (Cstring, Ptr{Ptr{dc_chromdata}}), path, out)
 end
 
+# dc_status dc_chromdata_open_opts(const char * path, const char * const * options, size_t n_options, struct dc_chromdata * * out)
+function dc_chromdata_open_opts(path, options, n_options, out)
+    ccall((:dc_chromdata_open_opts, libdeltacells), dc_status, (Cstring, Ptr{Ptr{Cchar}}, Csize_t, Ptr{Ptr{dc_chromdata}}), path, options, n_options, out)
+end
+
 # void dc_chromdata_free(struct dc_chromdata * cd)
 function dc_chromdata_free(cd)
     ccall((:dc_chromdata_free, libdeltacells), Cvoid, (Ptr{dc_chromdata},), cd)

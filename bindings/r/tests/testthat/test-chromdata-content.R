@@ -80,3 +80,23 @@ test_that("errors carry their status", {
   expect_error(cd_result(cd, "nope"), class = "deltacells_not_found")
   expect_error(cd_cellm(cd, "nope"), class = "deltacells_not_found")
 })
+
+test_that("cd_open takes options (C API section 7) and URLs", {
+  path <- file.path(tempdir(), "opts.chromdata.zarr")
+  cd_write(spots(), path, overwrite = TRUE, layout = "flat")
+  plain <- cd_info(cd_open(path))
+  cd <- cd_open(path, options = c(max_concurrency = 4, timeout_ms = 2000))
+  expect_equal(cd_info(cd), plain)
+  expect_equal(cd_spots(cd), cd_spots(cd_open(path)))
+  e <- expect_error(cd_open(path, options = c(no_such_option = 1)),
+                    class = "deltacells_invalid_argument")
+  expect_match(conditionMessage(e), "dc_chromdata_open_opts: .*no_such_option")
+  # An S3 endpoint that refuses connections: an I/O error naming the URL, not the secret.
+  e <- expect_error(cd_open("s3://bucket/x.cdz",
+                            options = c(aws_endpoint = "http://127.0.0.1:1", aws_region = "us-east-1",
+                                        aws_access_key_id = "id", aws_secret_access_key = "s3cr3t-VALUE",
+                                        allow_http = "true", retries = 0)),
+                    class = "deltacells_io")
+  expect_match(conditionMessage(e), "s3://bucket/x.cdz", fixed = TRUE)
+  expect_false(grepl("s3cr3t-VALUE", conditionMessage(e), fixed = TRUE))
+})
