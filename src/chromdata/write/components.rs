@@ -66,8 +66,12 @@ fn next_name<'a>(earlier: impl Iterator<Item = &'a str>, key: &str) -> String {
     portable(&names).pop().unwrap_or_default()
 }
 
-fn zarr_err(path: &str, e: impl std::fmt::Display) -> Error {
-    Error::new(ErrorKind::Io, format!("zarr array {path}: {e}"))
+/// An error writing the array at `path` of the store at `root`, naming its directory.
+fn zarr_err(root: &Path, path: &str, e: impl std::fmt::Display) -> Error {
+    Error::new(
+        ErrorKind::Io,
+        format!("{}: writing the zarr array: {e}", root.join(path).display()),
+    )
 }
 
 /// An N-D array decoded from the one-column batch form of `dc_chromdata_array`: element
@@ -231,8 +235,10 @@ impl NdArray {
             .bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(3, false))])
             .attributes(attrs)
             .build(store, &format!("/{path}"))
-            .map_err(|e| zarr_err(path, e))?;
-        array.store_metadata().map_err(|e| zarr_err(path, e))?;
+            .map_err(|e| zarr_err(root, path, e))?;
+        array
+            .store_metadata()
+            .map_err(|e| zarr_err(root, path, e))?;
         if self.values.is_empty() {
             return Ok(());
         }
@@ -262,7 +268,7 @@ impl NdArray {
             ArrayType::Float32 => store!(Float32Type),
             ArrayType::Float64 => store!(Float64Type),
         }
-        .map_err(|e| zarr_err(path, e))
+        .map_err(|e| zarr_err(root, path, e))
     }
 }
 

@@ -327,6 +327,31 @@ fn write_cdz(dir: &Path, out: &Path) -> Result<()> {
         |e: zip::result::ZipError| Error::new(ErrorKind::Io, format!("{}: {e}", out.display()));
     let f = File::create(out).map_err(|e| Error::io(out, &e))?;
     let mut z = zip::ZipWriter::new(BufWriter::new(f));
+    if let Err(e) = add_members(&mut z, dir, out) {
+        // After a failed write the zip writer's state is inconsistent, and its Drop (which
+        // finalizes the archive) trips an assertion (zip 4.6 write.rs: "file_end >=
+        // self.stats.start"): it is discarded in a containment scope — nothing printed,
+        // the file closed while unwinding — and the caller deletes the partial file.
+        let _ = crate::contain::catch(move || drop(z));
+        return Err(e);
+    }
+    // A failed finalize leaves the writer inconsistent too (its Drop finalizes again).
+    let w = crate::contain::catch(move || z.finish())
+        .map_err(|what| {
+            Error::new(
+                ErrorKind::Io,
+                format!("{}: finishing the zip failed ({what})", out.display()),
+            )
+        })?
+        .map_err(zerr)?;
+    let f = w.into_inner().map_err(|e| Error::io(out, e.error()))?;
+    f.sync_all().map_err(|e| Error::io(out, &e))
+}
+
+/// Every member of the tree `dir` into the zip `z` (STORED).
+fn add_members(z: &mut zip::ZipWriter<BufWriter<File>>, dir: &Path, out: &Path) -> Result<()> {
+    let zerr =
+        |e: zip::result::ZipError| Error::new(ErrorKind::Io, format!("{}: {e}", out.display()));
     for m in member_list(dir)? {
         let p = dir.join(&m);
         let size = std::fs::metadata(&p).map_err(|e| Error::io(&p, &e))?.len();
@@ -336,11 +361,9 @@ fn write_cdz(dir: &Path, out: &Path) -> Result<()> {
             .large_file(size >= 0xFFFF_FFFF);
         z.start_file(m.as_str(), opts).map_err(zerr)?;
         let mut src = File::open(&p).map_err(|e| Error::io(&p, &e))?;
-        std::io::copy(&mut src, &mut z).map_err(|e| Error::io(out, &e))?;
+        std::io::copy(&mut src, z).map_err(|e| Error::io(out, &e))?;
     }
-    let w = z.finish().map_err(zerr)?;
-    let f = w.into_inner().map_err(|e| Error::io(out, e.error()))?;
-    f.sync_all().map_err(|e| Error::io(out, &e))
+    Ok(())
 }
 
 /// Moves the finished tree in `tmp` to `target` (as a `.cdz` when the target ends in it),

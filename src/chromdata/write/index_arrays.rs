@@ -23,13 +23,25 @@ pub(crate) fn zarr_store(root: &Path) -> Result<Arc<zarrs::filesystem::Filesyste
         .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", root.display())))
 }
 
-fn zarr_err(path: &str, e: impl std::fmt::Display) -> Error {
-    Error::new(ErrorKind::Io, format!("zarr array {path}: {e}"))
+/// An error writing the array at `path` of `store`, naming the array's directory.
+fn zarr_err(
+    store: &zarrs::filesystem::FilesystemStore,
+    path: &str,
+    e: impl std::fmt::Display,
+) -> Error {
+    let dir = store
+        .prefix_to_fs_path(&zarrs::storage::StorePrefix::root())
+        .join(path);
+    Error::new(
+        ErrorKind::Io,
+        format!("{}: writing the zarr array: {e}", dir.display()),
+    )
 }
 
 /// A 1-D array (§6.1) written chunk by chunk.
 struct ZarrArray1 {
     array: zarrs::array::Array<zarrs::filesystem::FilesystemStore>,
+    store: Arc<zarrs::filesystem::FilesystemStore>,
     path: String,
 }
 
@@ -57,10 +69,13 @@ impl ZarrArray1 {
             .array_to_bytes_codec(Arc::new(BytesCodec::little()))
             .bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(3, false))])
             .build(store.clone(), &format!("/{path}"))
-            .map_err(|e| zarr_err(path, e))?;
-        array.store_metadata().map_err(|e| zarr_err(path, e))?;
+            .map_err(|e| zarr_err(store, path, e))?;
+        array
+            .store_metadata()
+            .map_err(|e| zarr_err(store, path, e))?;
         Ok(ZarrArray1 {
             array,
+            store: store.clone(),
             path: path.to_string(),
         })
     }
@@ -73,7 +88,7 @@ impl ZarrArray1 {
     fn store_chunk<T: zarrs::array::Element>(&self, i: u64, data: &[T]) -> Result<()> {
         self.array
             .store_chunk(&[i], data)
-            .map_err(|e| zarr_err(&self.path, e))
+            .map_err(|e| zarr_err(&self.store, &self.path, e))
     }
 }
 

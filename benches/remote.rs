@@ -1,0 +1,350 @@
+//! Object storage (issue 15): gathers from an S3 server on loopback behind a proxy that holds
+//! every request 20 ms, against gathers of the same cells from the same dataset on local disk,
+//! in the same run, through the C ABI (`dc_dataset_open_opts`, `dc_dataset_gather`), at
+//! `max_concurrency` 1, 4 and 16. The decoded-data cache is off for both (every gather
+//! reads its tiles again), so the figure is what a worker pays per batch on a cold cache.
+//!
+//!     cargo bench --features cli --bench remote                 # 10,000 cells, 20 tiles
+//!     cargo bench --features cli --bench remote -- --quick      # small data, a smoke run
+//!     cargo bench --features cli --bench remote -- --reps 5 --latency-ms 20
+//!
+//! The servers are the tests' (scripts/remote_servers.py: moto's S3 server and the latency
+//! proxy; `pip install 'moto[server]'`, done by scripts/setup.sh). Data: the benchmarks'
+//! synthetic realistic counts (benches/synthetic), 38,000 genes, zstd 19, 8 chunks per tile,
+//! written under target/bench-remote/ once.
+
+use std::ffi::{c_void, CStr, CString};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use deltacells::dataset::paths::tile_relpath;
+use deltacells::dataset::{DatasetWriter, WriterOptions};
+use deltacells::ffi as c;
+use deltacells::storage::remote::ObjectRoot;
+use deltacells::storage::{Location, Options};
+
+mod synthetic;
+use synthetic::{synthetic, Rng};
+
+const BUCKET: &str = "dc-bench";
+
+struct Args {
+    quick: bool,
+    reps: usize,
+    latency_ms: f64,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        quick: false,
+        reps: 3,
+        latency_ms: 20.0,
+    };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < v.len() {
+        match v[i].as_str() {
+            "--quick" => a.quick = true,
+            "--reps" => {
+                a.reps = v[i + 1].parse().expect("--reps N");
+                i += 1
+            }
+            "--latency-ms" => {
+                a.latency_ms = v[i + 1].parse().expect("--latency-ms MS");
+                i += 1
+            }
+            "--bench" => {}
+            other => panic!("unknown argument {other}"),
+        }
+        i += 1;
+    }
+    a
+}
+
+/// The test servers (moto S3 + the latency proxy in front of it); killed on drop.
+struct Servers {
+    child: Child,
+    s3: String,
+    slow: String,
+}
+
+impl Servers {
+    fn start(serve_dir: &Path, latency_ms: f64) -> Servers {
+        let mut child = Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/remote_servers.py"))
+            .arg("--serve-dir")
+            .arg(serve_dir)
+            .args(["--bucket", BUCKET, "--latency-ms", &latency_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 scripts/remote_servers.py (needs moto[server]: scripts/setup.sh)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("test servers did not start ({e}): {line:?}"));
+        let get = |k: &str| v[k].as_str().unwrap().to_string();
+        Servers {
+            s3: get("s3"),
+            slow: get("slow"),
+            child,
+        }
+    }
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn s3_options(endpoint: &str) -> Vec<String> {
+    vec![
+        format!("aws_endpoint={endpoint}"),
+        "aws_region=us-east-1".into(),
+        "aws_access_key_id=bench-key-id".into(),
+        "aws_secret_access_key=bench-secret".into(),
+        "allow_http=true".into(),
+    ]
+}
+
+/// Panics with the library's message unless `s` is `DC_OK` (the bench's inputs are valid).
+fn ok(s: c::dc_status, what: &str) {
+    if s != c::DC_OK {
+        // SAFETY: dc_last_error returns a NUL-terminated string valid until the next call
+        // on this thread.
+        let msg = unsafe { CStr::from_ptr(c::dc_last_error()) };
+        panic!("{what}: status {s}: {}", msg.to_string_lossy());
+    }
+}
+
+/// A dataset handle of the C ABI, opened with options, used as a C program uses it.
+struct CDataset(*mut c::dc_dataset);
+
+impl CDataset {
+    fn open(source: &str, options: &[String]) -> CDataset {
+        let p = CString::new(source).unwrap();
+        let opts: Vec<CString> = options
+            .iter()
+            .map(|o| CString::new(o.as_str()).unwrap())
+            .collect();
+        let ptrs: Vec<*const std::ffi::c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+        let mut h = std::ptr::null_mut();
+        // SAFETY: `p` and every option are NUL-terminated and outlive the call; `ptrs` holds
+        // `len` pointers; `h` is writable.
+        ok(
+            unsafe { c::dc_dataset_open_opts(p.as_ptr(), ptrs.as_ptr(), ptrs.len(), &mut h) },
+            "dc_dataset_open_opts",
+        );
+        // SAFETY: a live handle; cache off so every gather reads its tiles again.
+        ok(
+            unsafe { c::dc_dataset_set(h, c::DC_DATASET_CACHE_BYTES, 0) },
+            "dc_dataset_set",
+        );
+        CDataset(h)
+    }
+
+    fn gather(&self, cells: &[u64], out: &mut Csr) -> u64 {
+        let mut nnz = 0;
+        // SAFETY: a live handle; indptr has room for n + 1 values, indices and values for
+        // `capacity` each; no buffer overlaps another.
+        ok(
+            unsafe {
+                c::dc_dataset_gather(
+                    self.0,
+                    cells.as_ptr(),
+                    cells.len(),
+                    c::DC_FLOAT32,
+                    out.ip.as_mut_ptr(),
+                    out.ix.as_mut_ptr(),
+                    out.vs.as_mut_ptr().cast::<c_void>(),
+                    out.ix.len() as u64,
+                    &mut nnz,
+                )
+            },
+            "dc_dataset_gather",
+        );
+        nnz
+    }
+}
+
+impl Drop for CDataset {
+    fn drop(&mut self) {
+        // SAFETY: the handle from dc_dataset_open_opts, freed once.
+        unsafe { c::dc_dataset_free(self.0) };
+    }
+}
+
+struct Csr {
+    ip: Vec<i64>,
+    ix: Vec<i32>,
+    vs: Vec<f32>,
+}
+
+/// Writes the dataset once (`cells` synthetic cells in `tiles` tiles) and returns its path.
+fn prepare(quick: bool) -> (PathBuf, usize, u64) {
+    let (cells, nnz_per_cell, tiles) = if quick {
+        (2_000, 500.0, 10)
+    } else {
+        (10_000, 2_000.0, 20)
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/bench-remote")
+        .join(format!("v1-{cells}-{nnz_per_cell}-{tiles}"));
+    let ds = root.join("ds");
+    if !root.join("done").exists() {
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let m = synthetic(cells, 38_000, nnz_per_cell);
+        let opts = WriterOptions {
+            tile_size: (cells / tiles) as u64,
+            n_chunks: 8,
+            zstd_level: 19,
+            threads: 0,
+            ..WriterOptions::default()
+        };
+        let mut w = DatasetWriter::create(&ds, m.n_genes, opts).unwrap();
+        w.append_csr(cells as u64, &m.indptr, &m.indices, &m.values)
+            .unwrap();
+        w.finish().unwrap();
+        std::fs::write(root.join("done"), b"").unwrap();
+    }
+    (ds, cells, (cells / tiles) as u64)
+}
+
+/// The library's object root at `url` with `options` (for the upload and the floor).
+fn object_root(url: &str, options: &[String]) -> Arc<ObjectRoot> {
+    let strs: Vec<&str> = options.iter().map(String::as_str).collect();
+    let loc = Location::parse(url).unwrap();
+    let o = Options::parse(&strs, &loc).unwrap();
+    match loc {
+        Location::Remote(u) => ObjectRoot::new(u, o).unwrap(),
+        Location::Local(_) => unreachable!("{url} is remote"),
+    }
+}
+
+/// Uploads every file of the local dataset `dir` under `s3://BUCKET/<prefix>/` (moto's
+/// server starts empty; the library's own writer could do it too, but this keeps the bytes
+/// identical to the local copy).
+fn upload(dir: &Path, servers: &Servers, prefix: &str) {
+    let root = object_root(&format!("s3://{BUCKET}/{prefix}"), &s3_options(&servers.s3));
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_str().unwrap().to_string();
+                files.push((rel, p));
+            }
+        }
+    }
+    root.put_files(files).unwrap();
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let a = args();
+    let (dir, cells, tile_size) = prepare(a.quick);
+    let servers = Servers::start(&dir, a.latency_ms);
+    upload(&dir, &servers, "ds");
+    let url = format!("s3://{BUCKET}/ds");
+
+    // Draws of k random cells (the same for every reader), a fresh draw per repetition.
+    let ks = [100usize, 1_000];
+    let mut rng = Rng(0x5eed);
+    let draws: Vec<Vec<Vec<u64>>> = ks
+        .iter()
+        .map(|&k| {
+            (0..=a.reps)
+                .map(|_| (0..k).map(|_| rng.next() % cells as u64).collect())
+                .collect()
+        })
+        .collect();
+    let mut out = Csr {
+        ip: vec![0; 1_001],
+        ix: vec![0; 10_000_000],
+        vs: vec![0.0; 10_000_000],
+    };
+
+    let local = CDataset::open(dir.to_str().unwrap(), &[]);
+    // Each reader at max_concurrency mc beside its floor: bare GETs of the same tiles
+    // through the same proxy, mc in flight, nothing decoded.
+    let remotes: Vec<(usize, CDataset, Arc<ObjectRoot>)> = [1usize, 4, 16]
+        .iter()
+        .map(|&mc| {
+            let mut o = s3_options(&servers.slow);
+            o.push(format!("max_concurrency={mc}"));
+            (mc, CDataset::open(&url, &o), object_root(&url, &o))
+        })
+        .collect();
+    let floor = |root: &Arc<ObjectRoot>, cells: &[u64]| {
+        let mut tiles: Vec<u64> = cells.iter().map(|c| c / tile_size).collect();
+        tiles.sort_unstable();
+        tiles.dedup();
+        let got = root
+            .get_many(tiles.iter().map(|&t| tile_relpath(t)).collect())
+            .unwrap();
+        got.iter().map(|b| b.len()).sum::<usize>()
+    };
+
+    println!(
+        "Gathers from S3 (moto on loopback, {} ms per request), cache off, through the C ABI; \
+         medians of {} (after one warm-up). Floor: bare GETs of the touched tiles, same \
+         proxy and concurrency, no decoding",
+        a.latency_ms, a.reps
+    );
+    println!(
+        "| cells per gather | local cells/s | max_concurrency | S3 cells/s | S3 / local \
+         | floor cells/s | S3 / floor |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (ki, &k) in ks.iter().enumerate() {
+        // The same cells through every reader, alternating readers per repetition:
+        // slot 0 local, then for each mc its reader and its floor.
+        let n = 1 + 2 * remotes.len();
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); n];
+        for (rep, cells) in draws[ki].iter().enumerate() {
+            let mut timed = |i: usize, f: &mut dyn FnMut()| {
+                let t = Instant::now();
+                f();
+                if rep > 0 {
+                    times[i].push(t.elapsed().as_secs_f64());
+                }
+            };
+            let mut want = 0;
+            timed(0, &mut || want = local.gather(cells, &mut out));
+            for (j, (_, r, root)) in remotes.iter().enumerate() {
+                let mut got = 0;
+                timed(1 + 2 * j, &mut || got = r.gather(cells, &mut out));
+                assert_eq!(got, want, "remote gather differs from local");
+                timed(2 + 2 * j, &mut || {
+                    floor(root, cells);
+                });
+            }
+        }
+        let rate = |i: usize| k as f64 / median(times[i].clone());
+        let local_rate = rate(0);
+        for (j, (mc, _, _)) in remotes.iter().enumerate() {
+            let (ours, fl) = (rate(1 + 2 * j), rate(2 + 2 * j));
+            println!(
+                "| {k} | {local_rate:.0} | {mc} | {ours:.0} | {:.3} | {fl:.0} | {:.3} |",
+                ours / local_rate,
+                ours / fl
+            );
+        }
+    }
+}
