@@ -96,23 +96,31 @@ pub(crate) fn is_cdz_name(name: &str) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("cdz"))
 }
 
-/// Whether `path` (which exists) is a store that may be replaced.
-fn is_local_store(path: &Path) -> bool {
-    let Ok(md) = std::fs::symlink_metadata(path) else {
-        return false;
+/// Whether `path` (which exists) is a store that may be replaced. An I/O error reading it
+/// (other than absence or a short file) is `Io`, not "not a store".
+fn is_local_store(path: &Path) -> Result<bool> {
+    let io = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof => Ok(false),
+        _ => Err(Error::io(path, &e).context("checking the existing target")),
+    };
+    let md = match std::fs::symlink_metadata(path) {
+        Ok(md) => md,
+        Err(e) => return io(e),
     };
     if md.is_dir() {
-        std::fs::read(path.join("zarr.json")).is_ok_and(|b| is_store_root(&b))
-    } else if md.is_file() {
+        match std::fs::read(path.join("zarr.json")) {
+            Ok(b) => Ok(is_store_root(&b)),
+            Err(e) => io(e),
+        }
+    } else if md.is_file() && path.to_str().is_some_and(is_cdz_name) {
         let mut magic = [0u8; 4];
         use std::io::Read;
-        path.to_str().is_some_and(is_cdz_name)
-            && std::fs::File::open(path)
-                .and_then(|mut f| f.read_exact(&mut magic))
-                .is_ok()
-            && &magic == ZIP_MAGIC
+        match std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)) {
+            Ok(()) => Ok(&magic == ZIP_MAGIC),
+            Err(e) => io(e),
+        }
     } else {
-        false
+        Ok(false)
     }
 }
 
@@ -132,7 +140,7 @@ fn check_local(target: &Path, overwrite: bool) -> Result<()> {
         return Ok(());
     }
     let t = target.display();
-    if !is_local_store(target) {
+    if !is_local_store(target)? {
         return Err(Error::new(
             ErrorKind::Exists,
             format!("{t}: exists and is not a ChromData store; refusing to replace it"),
