@@ -746,15 +746,42 @@ dc_status dc_chromdata_result_table(struct dc_chromdata *cd,
  * Starts writing a ChromData store at `path`: a `*.chromdata.zarr` directory, or a zip
  * when the path ends in `.cdz` (its parent must exist). Everything is built in a hidden
  * temporary sibling `.<name>.tmp-<pid>-<random>` and moved into place by
- * `dc_chromdata_writer_finish`; the target is checked there (`DC_ERR_EXISTS`).
+ * `dc_chromdata_writer_finish`; the target is checked there (`DC_ERR_EXISTS`). `path` may
+ * also be an object-store URL (`s3://bucket/prefix/name.chromdata.zarr`, `…/name.cdz`,
+ * `gs://…`, `az://…`; settings from the environment, see `dc_chromdata_writer_create_opts`).
  *
- * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, no final name), `DC_ERR_NOT_FOUND`
- * (parent directory), `DC_ERR_IO`.
+ * Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, no final name, a malformed URL),
+ * `DC_ERR_NOT_FOUND` (parent directory), `DC_ERR_UNSUPPORTED` (an http(s):// URL, which is
+ * read only), `DC_ERR_IO`.
  *
  * # Safety
  * `path` is a NUL-terminated string; `out` is writable.
  */
 dc_status dc_chromdata_writer_create(const char *path, struct dc_chromdata_writer **out);
+
+/**
+ * Like `dc_chromdata_writer_create` at `url` (a path or a URL), with `n_options` settings
+ * `"key=value"` (as for `dc_dataset_open_opts`). To an object store, the store is built in a local spill
+ * directory (`$DELTACELLS_SPILL_DIR`, else the system's temporary directory) and uploaded
+ * by `dc_chromdata_writer_finish`: a `.cdz` as one multipart upload (complete or absent:
+ * aborted on any failure), a directory store as every object first and its root
+ * `zarr.json` last (a prefix without it does not open). With `DC_CDW_OVERWRITE`, an old
+ * directory store's root `zarr.json` is deleted first, then its other objects. Objects
+ * under a directory target without a store's root `zarr.json` (what a write that died
+ * leaves) are refused (`DC_ERR_EXISTS`), never deleted. A write that dies leaves nothing
+ * that opens; after the retries, a failed request is `DC_ERR_IO` naming the URL.
+ *
+ * Errors: those of `dc_chromdata_writer_create`; `DC_ERR_INVALID_ARGUMENT` (an unknown
+ * key, a bad value, `options` NULL with `n_options` > 0).
+ *
+ * # Safety
+ * `url` is a NUL-terminated string; `options` is NULL (only with `n_options` = 0) or
+ * points to `n_options` NUL-terminated strings; `out` is writable.
+ */
+dc_status dc_chromdata_writer_create_opts(const char *url,
+                                          const char *const *options,
+                                          size_t n_options,
+                                          struct dc_chromdata_writer **out);
 
 /**
  * Sets a parameter (`DC_CDW_*`). Errors: `DC_ERR_INVALID_ARGUMENT` (unknown parameter,

@@ -9,6 +9,9 @@
   blackhole  accepts connections and never answers
   deny       answers every request as S3 does for unknown credentials (403
              InvalidAccessKeyId): moto itself accepts any credentials
+  dying      (with --stop-after N) a TCP proxy to s3 that forwards N requests, then stops
+             at the start of the next one: closes every connection and its listening
+             socket (later connections are refused), as a server that goes away mid-write
 
 When every server listens, one JSON line goes to stdout: {"s3": "http://127.0.0.1:P", ...}.
 The process runs until its standard input closes (the test that started it exits or drops
@@ -168,19 +171,37 @@ async def pump(reader, writer, latency_s=0.0, drop=None):
     return "done"
 
 
-async def proxy(target_port, latency_ms=0, drop_every=0):
+async def proxy(target_port, latency_ms=0, drop_every=0, stop_after=0):
     count = [0]
+    state = {"server": None, "stopped": False, "writers": []}
+
+    def stop():
+        state["stopped"] = True
+        state["server"].close()
+        for w in state["writers"]:
+            try:
+                w.transport.abort()
+            except Exception:
+                pass
 
     def drop():
         count[0] += 1
+        if stop_after > 0 and count[0] > stop_after:
+            if not state["stopped"]:
+                stop()
+            return True
         return drop_every > 0 and count[0] % drop_every == 0
 
     async def handle(client_r, client_w):
+        if state["stopped"]:
+            client_w.transport.abort()
+            return
         try:
             server_r, server_w = await asyncio.open_connection(HOST, target_port)
         except OSError:
             client_w.close()
             return
+        state["writers"].extend([client_w, server_w])
         up = asyncio.ensure_future(pump(client_r, server_w, latency_ms / 1000.0, drop))
         down = asyncio.ensure_future(pump(server_r, client_w))
         done, _ = await asyncio.wait([up, down], return_when=asyncio.FIRST_COMPLETED)
@@ -194,6 +215,7 @@ async def proxy(target_port, latency_ms=0, drop_every=0):
                 pass
 
     server = await asyncio.start_server(handle, HOST, 0)
+    state["server"] = server
     return server, server.sockets[0].getsockname()[1]
 
 
@@ -230,6 +252,9 @@ async def main_async(args):
     keep.append(server)
     server, ports["blackhole"] = await blackhole()
     keep.append(server)
+    if args.stop_after > 0:
+        server, ports["dying"] = await proxy(s3_port, stop_after=args.stop_after)
+        keep.append(server)
     print(json.dumps({k: f"http://{HOST}:{p}" for k, p in ports.items()}), flush=True)
 
     stop = asyncio.Event()
@@ -254,6 +279,8 @@ def main():
     p.add_argument("--bucket", action="append", default=[], help="create this S3 bucket")
     p.add_argument("--latency-ms", type=float, default=20.0, help="latency of the slow proxy")
     p.add_argument("--drop-every", type=int, default=3, help="the flaky proxy drops every N-th request")
+    p.add_argument("--stop-after", type=int, default=0,
+                   help="start the dying proxy, which stops after forwarding N requests")
     args = p.parse_args()
     asyncio.run(main_async(args))
     os._exit(0)  # moto's and the HTTP server's threads are daemons; leave at once

@@ -1057,6 +1057,13 @@ public:
   explicit ChromDataWriter(const std::string &path) {
     detail::check(dc_chromdata_writer_create(path.c_str(), &h_), "dc_chromdata_writer_create");
   }
+  /// dc_chromdata_writer_create_opts: at a path or URL (s3://, gs://, az://) with "key=value"
+  /// options (§7). To a URL the store is built locally and uploaded by finish().
+  ChromDataWriter(const std::string &path, const std::vector<std::string> &options) {
+    detail::cstrings o(options);
+    detail::check(dc_chromdata_writer_create_opts(path.c_str(), o.data(), o.size(), &h_),
+                  "dc_chromdata_writer_create_opts");
+  }
   static ChromDataWriter adopt(dc_chromdata_writer *h) noexcept { return ChromDataWriter(h); }
   ~ChromDataWriter() { dc_chromdata_writer_free(h_); }
   ChromDataWriter(ChromDataWriter &&o) noexcept : h_(std::exchange(o.h_, nullptr)) {}

@@ -24,6 +24,7 @@ use arrow_schema::{DataType, Field, Schema};
 use super::write::{ChromDataWriter, WriterOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::progress::{self, Observer, Stage, Unit};
+use crate::storage::Root;
 
 /// Rows per appended chunk (at most; fewer under small memory budgets).
 pub const CHUNK_ROWS: usize = 65536;
@@ -85,6 +86,19 @@ pub fn import_observed(
     options: WriterOptions,
     observer: &dyn Observer,
 ) -> Result<u64> {
+    let out = Root::Local(out_path.as_ref().to_path_buf());
+    import_observed_at(csv_path, out, options, observer)
+}
+
+/// [`import_observed`] into a store at a local path or an object-store URL (`out`; see
+/// [`ChromDataWriter::create_deferred_at`]: to a URL the store is built in the local spill
+/// directory and uploaded at the end).
+pub fn import_observed_at(
+    csv_path: impl AsRef<Path>,
+    out: Root,
+    options: WriterOptions,
+    observer: &dyn Observer,
+) -> Result<u64> {
     let csv = csv_path.as_ref();
     let disp = csv.display().to_string();
     let f = File::open(csv).map_err(|e| Error::io(csv, &e))?;
@@ -104,7 +118,7 @@ pub fn import_observed(
     options.memory_budget = (budget - budget / 8).max(1 << 20);
     let chunk_bytes = budget / 8;
     let mut chunk_rows = 0;
-    let mut w = ChromDataWriter::create(out_path, options)?;
+    let mut w = ChromDataWriter::create_at(out, options)?;
     let mut cols: Vec<Col> = Vec::new();
     let mut line_no = 0u64;
     let mut buf = String::new();

@@ -116,18 +116,7 @@ enum State {
 
 type JobResult = (u64, Result<TileStat>);
 
-/// The environment variable naming the local directory where writers to object stores keep
-/// their spills (obs rows, shards before upload); default: the system's temporary directory.
-pub const SPILL_DIR_ENV: &str = "DELTACELLS_SPILL_DIR";
-
-/// Where a writer to an object store keeps its local spill: `$DELTACELLS_SPILL_DIR`, else the
-/// system's temporary directory (`$TMPDIR`, `/tmp`).
-pub fn spill_root() -> PathBuf {
-    std::env::var_os(SPILL_DIR_ENV)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir)
-}
+pub use crate::storage::fs::{spill_root, SPILL_DIR_ENV};
 
 /// Writes a new dataset; see the module documentation.
 pub struct DatasetWriter {
@@ -244,12 +233,7 @@ impl DatasetWriter {
                         remote.url()
                     )));
                 }
-                let spill = spill_root();
-                let name = fs::fresh_temp_name("deltacells-upload");
-                let tmp = spill.join(name.trim_start_matches('.'));
-                std::fs::create_dir(&tmp).map_err(|e| {
-                    Error::io(&tmp, &e).context("the local spill directory of an upload")
-                })?;
+                let tmp = fs::create_spill_dir("deltacells-upload", "an upload")?;
                 let target = PathBuf::from(remote.url().url.clone());
                 let mut w = Self::with_temp_dir(target, tmp, n_genes, options)?;
                 w.remote = Some(remote);

@@ -7,6 +7,7 @@ use arrow_array::RecordBatch;
 
 use crate::chromdata::{ChromDataWriter, Layout, WriterOptions, WriterParam};
 use crate::error::{Error, Result};
+use crate::storage::Root;
 
 use super::args::{nonempty_str_in, str_in, strs_in, Out};
 use super::arrow::BatchIn;
@@ -63,10 +64,13 @@ unsafe fn with_cdw_batch(
 /// Starts writing a ChromData store at `path`: a `*.chromdata.zarr` directory, or a zip
 /// when the path ends in `.cdz` (its parent must exist). Everything is built in a hidden
 /// temporary sibling `.<name>.tmp-<pid>-<random>` and moved into place by
-/// `dc_chromdata_writer_finish`; the target is checked there (`DC_ERR_EXISTS`).
+/// `dc_chromdata_writer_finish`; the target is checked there (`DC_ERR_EXISTS`). `path` may
+/// also be an object-store URL (`s3://bucket/prefix/name.chromdata.zarr`, `…/name.cdz`,
+/// `gs://…`, `az://…`; settings from the environment, see `dc_chromdata_writer_create_opts`).
 ///
-/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, no final name), `DC_ERR_NOT_FOUND`
-/// (parent directory), `DC_ERR_IO`.
+/// Errors: `DC_ERR_INVALID_ARGUMENT` (NULL, bad UTF-8, no final name, a malformed URL),
+/// `DC_ERR_NOT_FOUND` (parent directory), `DC_ERR_UNSUPPORTED` (an http(s):// URL, which is
+/// read only), `DC_ERR_IO`.
 ///
 /// # Safety
 /// `path` is a NUL-terminated string; `out` is writable.
@@ -75,10 +79,41 @@ pub unsafe extern "C" fn dc_chromdata_writer_create(
     path: *const c_char,
     out: *mut *mut dc_chromdata_writer,
 ) -> dc_status {
+    // SAFETY: forwarded caller guarantees; no options.
+    unsafe { dc_chromdata_writer_create_opts(path, std::ptr::null(), 0, out) }
+}
+
+/// Like `dc_chromdata_writer_create` at `url` (a path or a URL), with `n_options` settings
+/// `"key=value"` (as for `dc_dataset_open_opts`). To an object store, the store is built in a local spill
+/// directory (`$DELTACELLS_SPILL_DIR`, else the system's temporary directory) and uploaded
+/// by `dc_chromdata_writer_finish`: a `.cdz` as one multipart upload (complete or absent:
+/// aborted on any failure), a directory store as every object first and its root
+/// `zarr.json` last (a prefix without it does not open). With `DC_CDW_OVERWRITE`, an old
+/// directory store's root `zarr.json` is deleted first, then its other objects. Objects
+/// under a directory target without a store's root `zarr.json` (what a write that died
+/// leaves) are refused (`DC_ERR_EXISTS`), never deleted. A write that dies leaves nothing
+/// that opens; after the retries, a failed request is `DC_ERR_IO` naming the URL.
+///
+/// Errors: those of `dc_chromdata_writer_create`; `DC_ERR_INVALID_ARGUMENT` (an unknown
+/// key, a bad value, `options` NULL with `n_options` > 0).
+///
+/// # Safety
+/// `url` is a NUL-terminated string; `options` is NULL (only with `n_options` = 0) or
+/// points to `n_options` NUL-terminated strings; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn dc_chromdata_writer_create_opts(
+    url: *const c_char,
+    options: *const *const c_char,
+    n_options: usize,
+    out: *mut *mut dc_chromdata_writer,
+) -> dc_status {
     new_handle(out, || {
         // SAFETY: caller guarantees a NUL-terminated string (or NULL, rejected).
-        let path = unsafe { str_in(path, "path")? };
-        ChromDataWriter::create_deferred(path, WriterOptions::default())
+        let url = unsafe { str_in(url, "url")? };
+        // SAFETY: caller guarantees n_options strings at options.
+        let options = unsafe { strs_in(options, n_options, "options")? };
+        let root = Root::parse(url, &options)?;
+        ChromDataWriter::create_deferred_at(root, WriterOptions::default())
     })
 }
 

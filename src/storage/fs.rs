@@ -39,6 +39,31 @@ pub fn fresh_temp_name(target_name: &str) -> String {
     temp_name(target_name, std::process::id(), random_u64())
 }
 
+/// The environment variable naming the local directory where writers to object stores keep
+/// their spills and build what they upload; default: the system's temporary directory.
+pub const SPILL_DIR_ENV: &str = "DELTACELLS_SPILL_DIR";
+
+/// Where a writer to an object store keeps its local spill: `$DELTACELLS_SPILL_DIR`, else the
+/// system's temporary directory (`$TMPDIR`, `/tmp`).
+pub fn spill_root() -> PathBuf {
+    std::env::var_os(SPILL_DIR_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// Creates a fresh directory `<spill root>/NAME.tmp-<pid>-<random>` for an upload to an
+/// object store (`what` says whose, in messages). Errors: `NotFound` / `Io` naming it.
+pub fn create_spill_dir(name: &str, what: &str) -> Result<PathBuf> {
+    let dir = spill_root().join(fresh_temp_name(name).trim_start_matches('.'));
+    std::fs::create_dir(&dir).map_err(|e| {
+        Error::io(&dir, &e).context(format_args!(
+            "the local spill directory of {what} (set {SPILL_DIR_ENV} to choose another)"
+        ))
+    })?;
+    Ok(dir)
+}
+
 /// Whether `path` names a writer's temporary sibling (`.NAME.tmp-<pid>-<16 hex digits>`),
 /// which never opens as a dataset or store, even if a killed write left it complete.
 pub fn is_temp_name(path: &Path) -> bool {

@@ -3,6 +3,8 @@
 //! expected answers, and compares Arrow tables.
 #![allow(dead_code)]
 
+pub mod spots;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};

@@ -461,6 +461,28 @@ static void test_chromdata_writer(const std::string &dir) {
   EXPECT_ERROR(DC_ERR_NOT_FOUND, dc::ChromData(dir + "/abandoned.cdz"));
   EXPECT_ERROR(DC_ERR_EXISTS, dc::ChromDataWriter(path).finish());
   EXPECT_ERROR(DC_ERR_NOT_FOUND, dc::ChromDataWriter(dir + "/no/such/dir.cdz"));
+  // With options (§7): passed through (an unknown key is refused, a library setting is
+  // taken at a local path); to a URL whose server is gone, finish() is DC_ERR_IO naming it.
+  EXPECT_ERROR(DC_ERR_INVALID_ARGUMENT, dc::ChromDataWriter(dir + "/o.cdz", {"no_such_option=1"}));
+  {
+    dc::ChromDataWriter local(dir + "/o.cdz", {"max_concurrency=2"});
+    dc::ArrowArrayOwner b;
+    dc::ArrowSchemaOwner bs;
+    make_table(cols, b, bs);
+    local.append(b, bs);
+    local.finish();
+    CHECK(dc::ChromData(dir + "/o.cdz").info().n_spots == 7);
+    dc::ChromDataWriter remote("s3://bucket/o.cdz",
+                               {"aws_endpoint=http://127.0.0.1:9", "aws_region=us-east-1",
+                                "aws_access_key_id=k", "aws_secret_access_key=s",
+                                "allow_http=true", "retries=0", "timeout_ms=2000"});
+    dc::ArrowArrayOwner b2;
+    dc::ArrowSchemaOwner bs2;
+    make_table(cols, b2, bs2);
+    remote.append(b2, bs2);
+    EXPECT_ERROR(DC_ERR_IO, remote.finish());
+    CHECK(std::string(dc_last_error()).find("s3://bucket/o.cdz") != std::string::npos);
+  }
 
   dc::ChromData cd(path);
   dc_chromdata_info info = cd.info();

@@ -28,6 +28,8 @@ pub struct Servers {
     pub flaky: String,
     pub blackhole: String,
     pub deny: String,
+    /// The dying proxy (only from [`Servers::start_stopping_after`]).
+    pub dying: Option<String>,
     pub serve_dir: PathBuf,
 }
 
@@ -50,6 +52,16 @@ pub fn skip() -> bool {
 impl Servers {
     /// Starts the servers; `serve_dir` is what the HTTP server serves.
     pub fn start(serve_dir: &Path) -> Servers {
+        Self::start_with(serve_dir, &[])
+    }
+
+    /// Starts the servers with a dying proxy (`dying`): it forwards `n` requests to the S3
+    /// server, then stops (closes every connection and refuses new ones).
+    pub fn start_stopping_after(serve_dir: &Path, n: usize) -> Servers {
+        Self::start_with(serve_dir, &["--stop-after".to_string(), n.to_string()])
+    }
+
+    fn start_with(serve_dir: &Path, extra: &[String]) -> Servers {
         let mut child = Command::new("python3")
             .arg(repo().join("scripts/remote_servers.py"))
             .arg("--serve-dir")
@@ -62,6 +74,7 @@ impl Servers {
                 "--drop-every",
                 "3",
             ])
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -83,6 +96,7 @@ impl Servers {
             flaky: get("flaky"),
             blackhole: get("blackhole"),
             deny: get("deny"),
+            dying: v["dying"].as_str().map(str::to_string),
             serve_dir: serve_dir.to_path_buf(),
             child,
         }
@@ -161,4 +175,14 @@ pub fn shared(serve_dir: impl FnOnce() -> PathBuf) -> Option<&'static Servers> {
         return None;
     }
     Some(SERVERS.get_or_init(|| Servers::start(&serve_dir())))
+}
+
+/// Downloads every object under `root` into the directory `dir` (same relative paths):
+/// what a store uploaded there holds, for the local readers.
+pub fn download_dir(root: &Arc<ObjectRoot>, dir: &Path) {
+    for rel in root.list("").unwrap() {
+        let path = dir.join(&rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, root.get(&rel).unwrap()).unwrap();
+    }
 }

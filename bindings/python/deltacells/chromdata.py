@@ -268,7 +268,7 @@ class ChromDataWriter(Handle):
 
     def __init__(self, path_or_url: PathOrUrl, *, options: Options = None, **settings: Any):
         self._source = normalize_source(path_or_url)
-        self._h = open_handle(_capi.dc_chromdata_writer_create, "dc_chromdata_writer_create_opts",
+        self._h = open_handle(_capi.dc_chromdata_writer_create, _capi.dc_chromdata_writer_create_opts,
                               self._source, option_strings(options))
         self.set(**{k: v for k, v in settings.items() if v is not None})
 

@@ -586,9 +586,11 @@ cd_write <- function(spots, path, layout = c("primary_coords", "partitioned", "f
                      coord_float32 = FALSE, memory_budget = NULL, threads = NULL,
                      overwrite = FALSE, bins = NULL, bin_tracks = NULL, intervals = list(),
                      points = list(), traces = NULL, cells = NULL, cellm = NULL, binm = NULL,
-                     results = NULL, uns = NULL, contacts = NULL, links = NULL) {
+                     results = NULL, uns = NULL, contacts = NULL, links = NULL,
+                     options = NULL) {
   if (!is.data.frame(spots)) .dc_arg_stop("'spots' must be a data.frame")
   path <- .check_string(path, "path")
+  options <- .dc_options(options)
   layout <- match.arg(layout)
   params <- .params(list(memory_budget = .check_count(memory_budget, "memory_budget", 1),
                          coord_float32 = as.numeric(.check_flag(coord_float32, "coord_float32")),
@@ -626,6 +628,6 @@ cd_write <- function(spots, path, layout = c("primary_coords", "partitioned", "f
   for (key in names(named(points, "points")))
     extras <- c(extras, list(list(3L, key, NULL, table_of(points[[key]], paste0("points$", key)))))
   extras <- c(extras, .content_extras(traces, cells, cellm, binm, results, uns, contacts, links))
-  .Call(dcr_cd_write, path.expand(path), as.list(spots), params, extras)
+  .Call(dcr_cd_write, .dc_location(path), as.list(spots), params, extras, options)
   invisible(path)
 }

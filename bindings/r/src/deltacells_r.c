@@ -1713,11 +1713,13 @@ static void cd_writer_extra(dc_chromdata_writer *w, SEXP wkeep, SEXP e)
 }
 
 /* Writes a spot data.frame (chrom, start, end, trace_id, [cell_id], [x, y, z], ...) as a
- * ChromData store. params: list(codes = DC_CDW_* codes, values); extras: list of
- * cd_writer_extra entries (bins first). */
-static SEXP dcr_cd_write(SEXP path, SEXP spots, SEXP params, SEXP extras)
+ * ChromData store at a path or URL. params: list(codes = DC_CDW_* codes, values); extras:
+ * list of cd_writer_extra entries (bins first); options: "key=value" strings or NULL. */
+static SEXP dcr_cd_write(SEXP path, SEXP spots, SEXP params, SEXP extras, SEXP options)
 {
   const char *cpath = string_arg(path, "path");
+  size_t n_options = 0;
+  const char *const *opts = strings_arg(options, &n_options, "options");
   params_arg pa = params_of(params);
   if (TYPEOF(extras) != VECSXP) dcr_error("'extras' must be a list");
   for (R_xlen_t k = 0; k < XLENGTH(extras); k++) check_extra(VECTOR_ELT(extras, k));
@@ -1727,7 +1729,8 @@ static SEXP dcr_cd_write(SEXP path, SEXP spots, SEXP params, SEXP extras)
   build_batch(b, spots, "spots"); /* R errors (bad column types) before any library call */
 
   dc_chromdata_writer *w = NULL;
-  DCR_CHECK(dc_chromdata_writer_create(cpath, &w), "dc_chromdata_writer_create");
+  DCR_CHECK(dc_chromdata_writer_create_opts(cpath, opts, n_options, &w),
+            "dc_chromdata_writer_create_opts");
   SEXP wkeep = PROTECT(R_MakeExternalPtr(w, Rf_install("deltacells_cd_writer"), R_NilValue));
   R_RegisterCFinalizerEx(wkeep, cd_writer_finalizer, TRUE);
   for (R_xlen_t k = 0; k < pa.n; k++)
@@ -1783,7 +1786,7 @@ static const R_CallMethodDef call_methods[] = {
     {"dcr_cd_query", (DL_FUNC)&dcr_cd_query, 5},
     {"dcr_cd_iter", (DL_FUNC)&dcr_cd_iter, 4},
     {"dcr_stream_next", (DL_FUNC)&dcr_stream_next, 2},
-    {"dcr_cd_write", (DL_FUNC)&dcr_cd_write, 4},
+    {"dcr_cd_write", (DL_FUNC)&dcr_cd_write, 5},
     {"dcr_cd_content", (DL_FUNC)&dcr_cd_content, 5},
     {NULL, NULL, 0}};
 

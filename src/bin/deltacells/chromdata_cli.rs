@@ -8,7 +8,7 @@ use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use deltacells::chromdata::{
     self, fofct, ChromData, Columns, Layout, RewriteOptions, WriterOptions,
 };
-use deltacells::storage::fs;
+use deltacells::storage::{fs, Root};
 use deltacells::{Error, Result};
 
 use super::args::Args;
@@ -22,6 +22,7 @@ pub const HELP: &str = "usage:
   deltacells chromdata import-fofct TABLE.csv OUT.chromdata.zarr|OUT.cdz
                            [--layout flat|partitioned|primary+coords] [--float32]
                            [--memory-budget BYTES] [--threads N] [--overwrite]
+                           [--option KEY=VALUE ...]
   deltacells chromdata rewrite SRC DST.chromdata.zarr|DST.cdz
                            [--layout flat|partitioned|primary+coords]
                            [--memory-budget BYTES] [--threads N] [--overwrite]
@@ -52,7 +53,13 @@ import-fofct
        of the RAM): rows are spilled as sorted runs and merged. The layout defaults to
        primary+coords (2.2); a path ending in .cdz writes the zipped container. The store is
        built beside the target and renamed into place: an interrupted import leaves no store.
-       A malformed line is reported with its line number. Progress (bytes of the table
+       A malformed line is reported with its line number. OUT may be an object-store URL
+       (s3://bucket/prefix/traces.cdz, gs://..., az://...): the store is then built in a
+       local spill directory ($DELTACELLS_SPILL_DIR, else the temporary directory) and
+       uploaded at the end, a .cdz as one multipart upload, a directory store with its root
+       zarr.json last; --option KEY=VALUE (repeatable) gives its settings (object-store
+       keys such as aws_endpoint, aws_region; max_concurrency, timeout_ms, retries), the
+       rest comes from the environment (AWS_ACCESS_KEY_ID, ...). Progress (bytes of the table
        read, then the final sort and write) is shown on stderr when it is a terminal, or
        with --progress.
 rewrite
@@ -69,6 +76,7 @@ stderr even when it is not a terminal).
 Examples:
   deltacells chromdata import-fofct traces.csv traces.cdz
   deltacells chromdata import-fofct traces.csv traces.chromdata.zarr --layout flat --float32
+  deltacells chromdata import-fofct traces.csv s3://lab/runs/traces.cdz --option aws_region=eu-west-1
   deltacells chromdata rewrite old-2.1.chromdata.zarr new.cdz          # upgrade to 2.2
   deltacells chromdata info traces.cdz
   deltacells chromdata get traces.cdz --trace 17                      # CSV on stdout
@@ -315,6 +323,7 @@ pub fn import_fofct(a: &Args) -> Result<()> {
         "--memory-budget",
         "--threads",
         "--overwrite",
+        "--option",
     ])?;
     let [_, _, table, out] = a.words.as_slice() else {
         return Err(Error::invalid_argument(
@@ -333,7 +342,8 @@ pub fn import_fofct(a: &Args) -> Result<()> {
     let t = std::time::Instant::now();
     let n = {
         let bar = Bar::new(out, Bar::wanted(console::quiet()));
-        fofct::import_observed(table, out, options, &bar)?
+        let root = Root::parse(out, &a.values("--option"))?;
+        fofct::import_observed_at(table, root, options, &bar)?
     };
     summary!(
         "{out}: {n} spots from {table}, layout {}, {:.2}s",

@@ -7,13 +7,14 @@ use arrow_array::{ArrayRef, RecordBatch};
 use super::columns::{ColState, FinalType};
 use super::components::Components;
 use super::runs::RunSource;
+use super::target::Target;
 use crate::chromdata::spec::Layout;
 
 /// What the writer collected, handed to `finish`: the data (in sorted runs), the final
 /// categories and bins, the column states and the run structure.
 pub(crate) struct Collected {
     pub(crate) tmp: PathBuf,
-    pub(crate) target: PathBuf,
+    pub(crate) target: Target,
     pub(crate) layout: Layout,
     pub(crate) coord_f32: bool,
     pub(crate) row_group_size: u64,

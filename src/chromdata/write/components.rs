@@ -318,10 +318,11 @@ fn write_group(root: &Path, dir: &str, attrs: &impl serde::Serialize) -> Result<
 }
 
 impl Components {
-    /// Components of the store being built at `root` for `target`.
-    pub(crate) fn new(root: &Path, target: &Path) -> Components {
-        let store_parent = std::path::absolute(target)
-            .ok()
+    /// Components of the store being built at `root` for `target` (a local path; None for
+    /// a URL, where links get no `relative_path`).
+    pub(crate) fn new(root: &Path, target: Option<&Path>) -> Components {
+        let store_parent = target
+            .and_then(|t| std::path::absolute(t).ok())
             .and_then(|t| t.parent().map(Path::to_path_buf));
         Components {
             root: root.to_path_buf(),

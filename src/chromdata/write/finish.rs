@@ -20,6 +20,7 @@ use super::metadata::{write_group, write_metadata, StoreFacts};
 use super::row_groups::{plan, Plan};
 use super::runs::{spill_batch_rows, RunOrder, RunSource, SPILL_DIR};
 use super::sinks::{Sinks, StoredColumns};
+use super::target::Target;
 use crate::chromdata::spec::{self, FloatType, Layout, Storage};
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::fs;
@@ -365,8 +366,17 @@ fn add_members(z: &mut zip::ZipWriter<BufWriter<File>>, dir: &Path, out: &Path) 
     Ok(())
 }
 
-/// Moves the finished tree in `tmp` to `target` (as a `.cdz` when the target ends in it).
-fn publish(tmp: &Path, target: &Path, overwrite: bool) -> Result<()> {
+/// Moves the finished tree in `tmp` to `target` (as a `.cdz` when the target ends in it),
+/// or uploads it to an object store.
+fn publish(tmp: &Path, target: &Target, overwrite: bool) -> Result<()> {
+    match target {
+        Target::Local(p) => publish_local(tmp, p, overwrite),
+        #[cfg(feature = "remote")]
+        Target::Remote(r) => super::target::remote::publish(r, tmp, overwrite, write_cdz),
+    }
+}
+
+fn publish_local(tmp: &Path, target: &Path, overwrite: bool) -> Result<()> {
     let existing = if overwrite {
         fs::Existing::Replace
     } else {

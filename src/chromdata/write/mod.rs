@@ -16,7 +16,8 @@
 //!
 //! Everything is built in a hidden temporary sibling `.<name>.tmp-<pid>-<random>` of the
 //! target (the reader refuses to open such names), renamed into place by `finish`; a
-//! writer dropped before `finish` removes it.
+//! writer dropped before `finish` removes it. A store written to an object-store URL is
+//! built in a local spill directory instead and uploaded by `finish` (see `target`).
 
 mod annotations;
 mod bins;
@@ -36,12 +37,12 @@ mod parquet_file;
 mod row_groups;
 mod runs;
 mod sinks;
+mod target;
 
 pub(crate) use components::NdArray;
 pub use options::{default_memory_budget, WriterOptions, WriterParam, MIN_MEMORY_BUDGET};
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -50,6 +51,7 @@ use arrow_schema::{DataType, Field, Schema};
 
 use crate::chromdata::values;
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::Root;
 use bins::{given_bins, Bins, ColFn};
 use categories::CategoryList;
 use collected::{Collected, PassTable};
@@ -57,6 +59,7 @@ use columns::{ColState, Group, Kind};
 use components::Components;
 use ids::{map_bytes, IdMap};
 use runs::{run_path, spill_batch_rows, RunOrder, RunRanks, RunSource, RunWriter, SPILL_DIR};
+use target::Target;
 
 /// Share of the budget (after the index structures) the unsorted buffer may fill; sorting
 /// it adds 32 bytes per row of keys and one spill batch.
@@ -73,7 +76,7 @@ enum State {
 
 /// Streaming writer of a ChromData store; see the module documentation.
 pub struct ChromDataWriter {
-    target: PathBuf,
+    target: Target,
     tmp: PathBuf,
     opts: WriterOptions,
     budget: u64,
@@ -116,7 +119,7 @@ pub struct ChromDataWriter {
 impl std::fmt::Debug for ChromDataWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChromDataWriter")
-            .field("target", &self.target)
+            .field("target", &self.target.display())
             .field("rows", &self.rows)
             .finish()
     }
@@ -125,39 +128,6 @@ impl std::fmt::Debug for ChromDataWriter {
 /// Whether `path` names a writer's temporary sibling (the reader refuses to open those).
 pub fn is_temp_name(path: &Path) -> bool {
     crate::storage::fs::is_temp_name(path)
-}
-
-fn is_cdz(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("cdz"))
-}
-
-/// Whether `path` (which exists) is a store that may be replaced.
-fn is_store(path: &Path) -> bool {
-    let Ok(md) = std::fs::symlink_metadata(path) else {
-        return false;
-    };
-    if md.is_dir() {
-        let Ok(bytes) = std::fs::read(path.join("zarr.json")) else {
-            return false;
-        };
-        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-            return false;
-        };
-        v.get("attributes")
-            .and_then(|a| a.get("uchrom_format_version"))
-            .is_some()
-    } else if md.is_file() {
-        let mut magic = [0u8; 4];
-        use std::io::Read;
-        is_cdz(path)
-            && File::open(path)
-                .and_then(|mut f| f.read_exact(&mut magic))
-                .is_ok()
-            && &magic == b"PK\x03\x04"
-    } else {
-        false
-    }
 }
 
 impl ChromDataWriter {
@@ -178,8 +148,30 @@ impl ChromDataWriter {
         path: impl AsRef<Path>,
         options: WriterOptions,
     ) -> Result<ChromDataWriter> {
-        let target = path.as_ref().to_path_buf();
-        let tmp = crate::storage::fs::create_temp_sibling(&target)?.dir;
+        Self::create_in(Target::Local(path.as_ref().to_path_buf()), options)
+    }
+
+    /// Like `create`, at a local path or an object-store URL (`root`; see
+    /// [`ChromDataWriter::create_deferred_at`]). The target is checked now and again at
+    /// `finish`.
+    pub fn create_at(root: Root, options: WriterOptions) -> Result<ChromDataWriter> {
+        let w = Self::create_deferred_at(root, options)?;
+        w.check_target()?;
+        Ok(w)
+    }
+
+    /// Like `create_deferred`, at a local path or an object-store URL (`root`): to a URL the
+    /// store is built in a local spill directory (`$DELTACELLS_SPILL_DIR`, else the system's
+    /// temporary directory) and uploaded by `finish` — a `.cdz` as one multipart upload, a
+    /// directory store with its root `zarr.json` last.
+    ///
+    /// Errors: those of `create_deferred`; `Unsupported` (an http(s):// URL, read only).
+    pub fn create_deferred_at(root: Root, options: WriterOptions) -> Result<ChromDataWriter> {
+        Self::create_in(Target::of(root)?, options)
+    }
+
+    fn create_in(target: Target, options: WriterOptions) -> Result<ChromDataWriter> {
+        let tmp = target.create_build_dir()?;
         let spill = tmp.join(SPILL_DIR);
         if let Err(e) = std::fs::create_dir(&spill) {
             let _ = std::fs::remove_dir_all(&tmp);
@@ -212,7 +204,7 @@ impl ChromDataWriter {
             given_lists: Vec::new(),
             traces_table: None,
             cells_table: None,
-            components: Components::new(&tmp, &target),
+            components: Components::new(&tmp, target.local()),
             explicit_rows: None,
             plain_strings: Vec::new(),
         };
@@ -283,23 +275,7 @@ impl ChromDataWriter {
     }
 
     fn check_target(&self) -> Result<()> {
-        if std::fs::symlink_metadata(&self.target).is_err() {
-            return Ok(());
-        }
-        let t = self.target.display();
-        if !is_store(&self.target) {
-            return Err(Error::new(
-                ErrorKind::Exists,
-                format!("{t}: exists and is not a ChromData store; refusing to replace it"),
-            ));
-        }
-        if !self.opts.overwrite {
-            return Err(Error::new(
-                ErrorKind::Exists,
-                format!("{t}: a store exists there and overwrite is off"),
-            ));
-        }
-        Ok(())
+        self.target.check(self.opts.overwrite)
     }
 
     /// Sets the bins table: columns `chrom` (strings or a dictionary of strings; a plain
@@ -856,7 +832,6 @@ impl ChromDataWriter {
     }
 
     fn finish_inner(&mut self) -> Result<()> {
-        self.check_target()?;
         // A small last buffer stays in memory when nothing was spilled: no disk round trip.
         let to_disk = !self.runs.is_empty()
             || (self.buffer_bytes as f64) > self.available() as f64 * IN_MEMORY_SHARE;
@@ -957,7 +932,7 @@ impl ChromDataWriter {
             cells_table,
             components: std::mem::replace(
                 &mut self.components,
-                Components::new(&self.tmp, &self.target),
+                Components::new(&self.tmp, self.target.local()),
             ),
         })
     }
@@ -990,7 +965,7 @@ struct SpillRows {
 
 impl Drop for ChromDataWriter {
     fn drop(&mut self) {
-        if self.state != State::Finished {
+        if self.state != State::Finished || self.target.local().is_none() {
             let _ = std::fs::remove_dir_all(&self.tmp);
         }
     }

@@ -44,6 +44,7 @@ pub struct RequestCounts {
     pub heads: AtomicU64,
     pub puts: AtomicU64,
     pub deletes: AtomicU64,
+    pub lists: AtomicU64,
 }
 
 /// A URL prefix on an object store, ready for requests.
@@ -144,6 +145,7 @@ impl ObjectRoot {
             "HEAD" => &self.counts.heads,
             "PUT" | "multipart upload" => &self.counts.puts,
             "DELETE" => &self.counts.deletes,
+            "LIST" => &self.counts.lists,
             _ => &self.counts.gets,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -286,6 +288,18 @@ impl ObjectRoot {
         runtime::block_on(async move { me.multipart(rel, file).await })
     }
 
+    /// Uploads the local file `file` to `rel` as one multipart upload whatever its size
+    /// (parts of 16 MiB, in parallel up to `max_concurrency`), completed only once every part
+    /// is stored and aborted on any error: the object is complete or absent. For the objects
+    /// whose writers promise exactly that (a `.cdz` store).
+    pub fn put_file_multipart(self: &Arc<Self>, rel: &str, file: &FsPath) -> Result<()> {
+        self.check_writable()?;
+        let me = self.clone();
+        let rel = rel.to_string();
+        let file = file.to_path_buf();
+        runtime::block_on(async move { me.multipart(rel, file).await })
+    }
+
     async fn multipart(self: Arc<Self>, rel: String, file: std::path::PathBuf) -> Result<()> {
         let url = self.display(&rel);
         let width = self.options.max_concurrency;
@@ -350,6 +364,59 @@ impl ObjectRoot {
                 Err(e) if e.kind == ErrorKind::NotFound => Ok(()),
                 other => other,
             }
+        })
+    }
+
+    /// The objects under `rel` (a "directory": `rel/...`; everything when `rel` and the
+    /// root's prefix are empty), as paths relative to the root, sorted.
+    pub fn list(self: &Arc<Self>, rel: &str) -> Result<Vec<String>> {
+        let me = self.clone();
+        let rel = rel.to_string();
+        let metas = runtime::block_on(async move {
+            me.request(rel, "LIST", |c, p| async move {
+                let prefix = (!p.as_ref().is_empty()).then_some(p);
+                c.list(prefix.as_ref()).try_collect::<Vec<_>>().await
+            })
+            .await
+        })?;
+        let base = self.url.prefix.as_str();
+        let mut out: Vec<String> = metas
+            .into_iter()
+            .map(|m| {
+                let key = m.location.as_ref();
+                match key.strip_prefix(base) {
+                    Some(r) if !base.is_empty() => r.trim_start_matches('/').to_string(),
+                    _ => key.to_string(),
+                }
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// Deletes every object under `rel` (see [`ObjectRoot::list`]), up to
+    /// `max_concurrency` requests at a time.
+    pub fn delete_under(self: &Arc<Self>, rel: &str) -> Result<()> {
+        self.check_writable()?;
+        let rels = self.list(rel)?;
+        let me = self.clone();
+        let width = self.options.max_concurrency;
+        runtime::block_on(async move {
+            stream::iter(rels)
+                .map(|rel| {
+                    me.clone()
+                        .request(rel, "DELETE", |c, p| async move { c.delete(&p).await })
+                })
+                .buffer_unordered(width)
+                .filter_map(|r| async move {
+                    match r {
+                        Err(e) if e.kind == ErrorKind::NotFound => None,
+                        other => Some(other),
+                    }
+                })
+                .try_collect::<Vec<()>>()
+                .await
+                .map(|_| ())
         })
     }
 

@@ -499,17 +499,25 @@ result_table(cd::ChromData, path) =
     with_columns((c, n) -> stream(p -> L.dc_chromdata_result_table(handle(cd), c, n, p)), path)
 
 """
-    ChromDataWriter(path)
+    ChromDataWriter(path; options = nothing)
 
 A ChromData store being written (a `.cdz` zip if `path` ends in `.cdz`). Spots enter as
 Arrow C structs (`append!` moves the batch into the library); `finish!` sorts, indexes and
-publishes the store atomically; `close` without `finish!` abandons it.
+publishes the store atomically; `close` without `finish!` abandons it. `path` may be a URL
+(`s3://`, `gs://`, `az://`: the store is built locally and uploaded by `finish!`), `options`
+its settings as for `Dataset`.
 """
 mutable struct ChromDataWriter
     ptr::Ptr{L.dc_chromdata_writer}
-    function ChromDataWriter(path::AbstractString)
+    function ChromDataWriter(path::AbstractString; options = nothing)
         out = Ref{Ptr{L.dc_chromdata_writer}}(C_NULL)
-        check(L.dc_chromdata_writer_create(path, out))
+        if options === nothing
+            check(L.dc_chromdata_writer_create(path, out))
+        else
+            strs = option_strings(options)
+            ptrs = [Base.unsafe_convert(Cstring, x) for x in strs]
+            GC.@preserve strs check(L.dc_chromdata_writer_create_opts(path, ptrs, length(ptrs), out))
+        end
         finalizer(close, new(out[]))
     end
 end

@@ -240,6 +240,11 @@ function dc_chromdata_writer_create(path, out)
     ccall((:dc_chromdata_writer_create, libdeltacells), dc_status, (Cstring, Ptr{Ptr{dc_chromdata_writer}}), path, out)
 end
 
+# dc_status dc_chromdata_writer_create_opts(const char * url, const char * const * options, size_t n_options, struct dc_chromdata_writer * * out)
+function dc_chromdata_writer_create_opts(url, options, n_options, out)
+    ccall((:dc_chromdata_writer_create_opts, libdeltacells), dc_status, (Cstring, Ptr{Ptr{Cchar}}, Csize_t, Ptr{Ptr{dc_chromdata_writer}}), url, options, n_options, out)
+end
+
 # dc_status dc_chromdata_writer_set(struct dc_chromdata_writer * w, dc_chromdata_writer_param p, int64_t value)
 function dc_chromdata_writer_set(w, p, value)
     ccall((:dc_chromdata_writer_set, libdeltacells), dc_status, (Ptr{dc_chromdata_writer}, dc_chromdata_writer_param, Int64), w, p, value)

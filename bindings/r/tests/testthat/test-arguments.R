@@ -179,11 +179,13 @@ test_that("the shim's routines refuse bad arguments when called directly", {
     dcr_stream_next_int64 = function(v) call_shim("dcr_stream_next",
                                                   call_shim("dcr_cd_iter", cdp, 0L, 1, NULL), v),
     dcr_cd_write_spots = function(v) call_shim("dcr_cd_write", file.path(tempdir(), "y.cdz"), v,
-                                               params, list()),
+                                               params, list(), NULL),
     dcr_cd_write_extras = function(v) call_shim("dcr_cd_write", file.path(tempdir(), "y.cdz"),
-                                                df, params, list(v)),
+                                                df, params, list(v), NULL),
     dcr_cd_write_params = function(v) call_shim("dcr_cd_write", file.path(tempdir(), "y.cdz"),
-                                                df, v, list()))
+                                                df, v, list(), NULL),
+    dcr_cd_write_options = function(v) call_shim("dcr_cd_write", file.path(tempdir(), "y.cdz"),
+                                                 df, params, list(), v))
   for (name in names(shim_cases)) {
     for (v in c(bad_values, list(list(codes = 1L, values = NaN), list(1L, NULL, NULL, df),
                                  c(0L, 5L), c(0L, -1L), list(a = 1:3, b = 1:2),
@@ -216,7 +218,7 @@ test_that("the shim's routines refuse bad arguments when called directly", {
                          NULL, NULL, list(a = 1:3), params, NULL), "'var' has 3 rows")
   expect_error(call_shim("dcr_cd_write", file.path(tempdir(), "y.cdz"),
                          list(f = structure(c(1L, 7L), levels = "a", class = "factor")),
-                         params, list()), "not a level")
+                         params, list(), NULL), "not a level")
   expect_false(file.exists(file.path(tempdir(), "y.dc")))
   expect_false(file.exists(file.path(tempdir(), "y.cdz")))
   dc_close(ds)

@@ -138,3 +138,27 @@ test_that("iterating over traces and cells gives every spot once, in batches", {
   rm(it)
   invisible(gc())
 })
+
+test_that("cd_write takes a URL and options (C API section 7)", {
+  spots <- data.frame(chrom = "chr1", start = c(0L, 100L, 200L), end = c(100L, 200L, 300L),
+                      trace_id = c("a", "b", "a"), x = c(1, 2, 3), y = 0, z = 0)
+  path <- file.path(tempdir(), "options.cdz")
+  # Library settings are accepted for a local path too (and have no effect there).
+  cd_write(spots, path, overwrite = TRUE, options = c(max_concurrency = 4))
+  cd <- cd_open(path)
+  expect_equal(cd_spots(cd, original_order = TRUE)$x, c(1, 2, 3))
+  cd_close(cd)
+  e <- expect_error(cd_write(spots, "s3://bucket/x.cdz", options = c(no_such_key = "1")),
+                    class = "deltacells_invalid_argument")
+  expect_match(conditionMessage(e), "no_such_key")
+  expect_error(cd_write(spots, "https://example.org/x.cdz"), class = "deltacells_unsupported")
+  # A URL whose server is gone: the upload fails with an I/O error naming the URL.
+  e <- expect_error(cd_write(spots, "s3://bucket/x.cdz",
+                             options = c(aws_endpoint = "http://127.0.0.1:9",
+                                         aws_region = "us-east-1", aws_access_key_id = "k",
+                                         aws_secret_access_key = "s", allow_http = "true",
+                                         retries = 0, timeout_ms = 2000)),
+                    class = "deltacells_io")
+  expect_match(conditionMessage(e), "s3://bucket/x.cdz", fixed = TRUE)
+  unlink(path)
+})
