@@ -8,6 +8,11 @@
 //!     cargo bench --features cli --bench remote -- --quick      # small data, a smoke run
 //!     cargo bench --features cli --bench remote -- --reps 5 --latency-ms 20
 //!
+//! Then ChromData (c-api.md §7, `dc_chromdata_open_opts`): open, 10 get_cell, one get_chrom
+//! and the full read of a 400,000-spot store (layout 2.2, directory and `.cdz`) at S3
+//! through the same proxy at max_concurrency 1, 4 and 16, against the same store on local
+//! disk (rows checked equal).
+//!
 //! The servers are the tests' (scripts/remote_servers.py: moto's S3 server and the latency
 //! proxy; `pip install 'moto[server]'`, done by scripts/setup.sh). Data: the benchmarks'
 //! synthetic realistic counts (benches/synthetic), 38,000 genes, zstd 19, 8 chunks per tile,
@@ -20,6 +25,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
+use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
+use arrow_array::types::Int32Type;
+use arrow_array::{
+    ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+};
+use deltacells::chromdata::{ChromDataWriter, Layout, WriterOptions as StoreOptions};
 use deltacells::dataset::paths::tile_relpath;
 use deltacells::dataset::{DatasetWriter, WriterOptions};
 use deltacells::ffi as c;
@@ -234,6 +245,12 @@ fn object_root(url: &str, options: &[String]) -> Arc<ObjectRoot> {
 /// server starts empty; the library's own writer could do it too, but this keeps the bytes
 /// identical to the local copy).
 fn upload(dir: &Path, servers: &Servers, prefix: &str) {
+    if dir.is_file() {
+        let (parent, name) = prefix.rsplit_once('/').unwrap_or(("", prefix));
+        let root = object_root(&format!("s3://{BUCKET}/{parent}"), &s3_options(&servers.s3));
+        root.put_file(name, dir).unwrap();
+        return;
+    }
     let root = object_root(&format!("s3://{BUCKET}/{prefix}"), &s3_options(&servers.s3));
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -249,6 +266,222 @@ fn upload(dir: &Path, servers: &Servers, prefix: &str) {
         }
     }
     root.put_files(files).unwrap();
+}
+
+/// A ChromData handle of the C ABI, opened with options; each query's stream is imported
+/// and drained (every batch taken), as a caller does.
+struct CStore(*mut c::dc_chromdata);
+
+impl CStore {
+    fn open(source: &str, options: &[String]) -> CStore {
+        let p = CString::new(source).unwrap();
+        let opts: Vec<CString> = options
+            .iter()
+            .map(|o| CString::new(o.as_str()).unwrap())
+            .collect();
+        let ptrs: Vec<*const std::ffi::c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+        let mut h = std::ptr::null_mut();
+        // SAFETY: `p` and every option are NUL-terminated and outlive the call; `ptrs` holds
+        // `len` pointers; `h` is writable.
+        ok(
+            unsafe { c::dc_chromdata_open_opts(p.as_ptr(), ptrs.as_ptr(), ptrs.len(), &mut h) },
+            "dc_chromdata_open_opts",
+        );
+        CStore(h)
+    }
+
+    /// Rows of one query: a cell (`Some(id)`, `false`), a chromosome (`Some(name)`, `true`)
+    /// or every spot (`None`); all columns.
+    fn rows(&self, query: Option<&str>, chrom: bool) -> usize {
+        let mut stream = FFI_ArrowArrayStream::empty();
+        let out = &mut stream as *mut FFI_ArrowArrayStream;
+        let key = query.map(|q| CString::new(q).unwrap());
+        // SAFETY: a live handle; `key` is NUL-terminated and alive for the call; no column
+        // selection (NULL, 0: every column); `out` is writable.
+        let st = unsafe {
+            let none = std::ptr::null();
+            match (&key, chrom) {
+                (Some(k), false) => c::dc_chromdata_get_cell(self.0, k.as_ptr(), none, 0, out),
+                (Some(k), true) => c::dc_chromdata_get_chrom(self.0, k.as_ptr(), none, 0, out),
+                (None, _) => c::dc_chromdata_read_spots(self.0, 0, none, 0, out),
+            }
+        };
+        ok(st, "chromdata query");
+        RecordBatchStreamReader::try_new(stream)
+            .unwrap()
+            .map(|b| b.unwrap().num_rows())
+            .sum()
+    }
+}
+
+impl Drop for CStore {
+    fn drop(&mut self) {
+        // SAFETY: a handle from dc_chromdata_open_opts, freed once.
+        unsafe { c::dc_chromdata_free(self.0) };
+    }
+}
+
+const CHROMS: [&str; 5] = ["chr1", "chr2", "chr3", "chr4", "chr5"];
+const BINS_PER_CHROM: usize = 200;
+
+/// Writes a ChromData store (layout 2.2, primary + coords) once, as a directory and as a
+/// `.cdz`: `cells` cells of 2 traces, each trace one random walk over the 200 loci of one of
+/// 5 chromosomes. Returns the two paths.
+fn prepare_store(quick: bool) -> (PathBuf, PathBuf, usize) {
+    let cells = if quick { 100 } else { 1_000 };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/bench-remote")
+        .join(format!("store-v1-{cells}"));
+    let (dir, cdz) = (root.join("s.chromdata.zarr"), root.join("s.cdz"));
+    if root.join("done").exists() {
+        return (dir, cdz, cells);
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let keys: Vec<i32> = (0..CHROMS.len() * BINS_PER_CHROM)
+        .map(|b| (b / BINS_PER_CHROM) as i32)
+        .collect();
+    let start: Vec<i64> = (0..keys.len())
+        .map(|b| (b % BINS_PER_CHROM) as i64 * 30_000)
+        .collect();
+    let end: Vec<i64> = start.iter().map(|s| s + 30_000).collect();
+    let chrom = DictionaryArray::<Int32Type>::try_new(
+        Int32Array::from(keys),
+        Arc::new(StringArray::from(CHROMS.to_vec())),
+    )
+    .unwrap();
+    let bins = RecordBatch::try_from_iter(vec![
+        ("chrom", Arc::new(chrom) as ArrayRef),
+        ("start", Arc::new(Int64Array::from(start)) as ArrayRef),
+        ("end", Arc::new(Int64Array::from(end)) as ArrayRef),
+    ])
+    .unwrap();
+    let (mut trace, mut cell, mut bin) = (Vec::new(), Vec::new(), Vec::new());
+    let mut xyz: [Vec<f64>; 3] = Default::default();
+    let mut rng = Rng(7);
+    for t in 0..2 * cells {
+        let first = (t % CHROMS.len()) * BINS_PER_CHROM;
+        let mut at = [0.0f64; 3];
+        for b in first..first + BINS_PER_CHROM {
+            trace.push(t as i64 + 1);
+            cell.push((t / 2) as i64 + 1);
+            bin.push(b as i32);
+            for (k, v) in xyz.iter_mut().enumerate() {
+                at[k] += 110.0 * (rng.unit() - 0.5);
+                v.push(at[k]);
+            }
+        }
+    }
+    let mut cols: Vec<(&str, ArrayRef)> = vec![
+        ("trace_id", Arc::new(Int64Array::from(trace))),
+        ("cell_id", Arc::new(Int64Array::from(cell))),
+        ("bin_id", Arc::new(Int32Array::from(bin))),
+    ];
+    for (name, v) in ["x", "y", "z"].into_iter().zip(xyz) {
+        cols.push((name, Arc::new(Float64Array::from(v))));
+    }
+    let spots = RecordBatch::try_from_iter(cols).unwrap();
+    for path in [&dir, &cdz] {
+        let opts = StoreOptions {
+            layout: Layout::PrimaryCoords,
+            ..StoreOptions::default()
+        };
+        let mut w = ChromDataWriter::create(path, opts).unwrap();
+        w.set_bins(bins.clone()).unwrap();
+        w.append(spots.clone()).unwrap();
+        w.finish().unwrap();
+    }
+    std::fs::write(root.join("done"), b"").unwrap();
+    (dir, cdz, cells)
+}
+
+/// ChromData queries at S3 (through the latency proxy) against the same store on local
+/// disk: open, 10 get_cell, one get_chrom, the full read, each on a fresh handle per
+/// repetition (opened outside the timing of the queries).
+fn chromdata_table(a: &Args, servers: &Servers) {
+    let (dir, cdz, cells) = prepare_store(a.quick);
+    upload(&dir, servers, "store/s.chromdata.zarr");
+    upload(&cdz, servers, "store/s.cdz");
+    let mut rng = Rng(0xce11);
+    let cell_ids: Vec<String> = (0..10)
+        .map(|_| (1 + rng.next() % cells as u64).to_string())
+        .collect();
+    println!();
+    println!(
+        "ChromData (layout 2.2, {} spots) at S3 ({} ms per request) against local, through \
+         the C ABI; ms per query, medians of {}",
+        2 * cells * BINS_PER_CHROM,
+        a.latency_ms,
+        a.reps
+    );
+    println!(
+        "| store | reader | open | 10 x get_cell | get_chrom | full read | full read S3 / local |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (name, path, key) in [
+        ("directory", &dir, "store/s.chromdata.zarr"),
+        (".cdz", &cdz, "store/s.cdz"),
+    ] {
+        let mut readers: Vec<(String, String, Vec<String>)> =
+            vec![("local".into(), path.to_str().unwrap().into(), Vec::new())];
+        for mc in [1usize, 4, 16] {
+            let mut o = s3_options(&servers.slow);
+            o.push(format!("max_concurrency={mc}"));
+            readers.push((
+                format!("S3, max_concurrency {mc}"),
+                format!("s3://{BUCKET}/{key}"),
+                o,
+            ));
+        }
+        let mut local_full = 0.0;
+        let mut want: Option<[usize; 3]> = None;
+        for (label, source, opts) in &readers {
+            let mut t: [Vec<f64>; 4] = Default::default();
+            let mut rows_seen = [0usize; 3];
+            for rep in 0..=a.reps {
+                let clock = Instant::now();
+                let h = CStore::open(source, opts);
+                let open = clock.elapsed().as_secs_f64();
+                let clock = Instant::now();
+                rows_seen[0] = cell_ids.iter().map(|c| h.rows(Some(c), false)).sum();
+                let cell = clock.elapsed().as_secs_f64();
+                let clock = Instant::now();
+                rows_seen[1] = h.rows(Some(CHROMS[1]), true);
+                let chrom = clock.elapsed().as_secs_f64();
+                let h = CStore::open(source, opts);
+                let clock = Instant::now();
+                rows_seen[2] = h.rows(None, false);
+                let full = clock.elapsed().as_secs_f64();
+                assert_eq!(
+                    rows_seen[2],
+                    2 * cells * BINS_PER_CHROM,
+                    "{label}: full read"
+                );
+                if rep > 0 {
+                    for (v, x) in t.iter_mut().zip([open, cell, chrom, full]) {
+                        v.push(x * 1e3);
+                    }
+                }
+            }
+            assert_eq!(
+                *want.get_or_insert(rows_seen),
+                rows_seen,
+                "{label}: rows differ"
+            );
+            let m: Vec<f64> = t.iter().map(|v| median(v.clone())).collect();
+            if label == "local" {
+                local_full = m[3];
+            }
+            println!(
+                "| {name} | {label} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
+                m[0],
+                m[1],
+                m[2],
+                m[3],
+                m[3] / local_full
+            );
+        }
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -347,4 +580,5 @@ fn main() {
             );
         }
     }
+    chromdata_table(&a, &servers);
 }
