@@ -52,11 +52,23 @@ impl OpenDir {
         })
     }
 
-    /// Whether the directory has been deleted since it was opened (no name links to it).
+    /// Whether the directory has been deleted or replaced since it was opened: no name links
+    /// to it any more, or its path names another directory (or nothing) now. The second
+    /// case matters while a writer that swapped in a new dataset is still deleting the old
+    /// tree: its members disappear one by one before the directory itself is unlinked.
     #[cfg(unix)]
     pub fn deleted(&self) -> bool {
         use std::os::unix::fs::MetadataExt;
-        self.dir.metadata().is_ok_and(|m| m.nlink() == 0)
+        let Ok(held) = self.dir.metadata() else {
+            return false;
+        };
+        if held.nlink() == 0 {
+            return true;
+        }
+        match std::fs::metadata(&self.path) {
+            Ok(now) => (now.dev(), now.ino()) != (held.dev(), held.ino()),
+            Err(_) => true,
+        }
     }
 
     #[cfg(not(unix))]
