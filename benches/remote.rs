@@ -136,24 +136,36 @@ fn ok(s: c::dc_status, what: &str) {
     }
 }
 
+/// Calls `f` with `source` and `options` as C strings (the path, the array of option
+/// pointers and its length), alive for the call.
+fn with_c_args(
+    source: &str,
+    options: &[String],
+    f: impl FnOnce(*const std::ffi::c_char, *const *const std::ffi::c_char, usize),
+) {
+    let p = CString::new(source).unwrap();
+    let opts: Vec<CString> = options
+        .iter()
+        .map(|o| CString::new(o.as_str()).unwrap())
+        .collect();
+    let ptrs: Vec<*const std::ffi::c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+    f(p.as_ptr(), ptrs.as_ptr(), ptrs.len());
+}
+
 /// A dataset handle of the C ABI, opened with options, used as a C program uses it.
 struct CDataset(*mut c::dc_dataset);
 
 impl CDataset {
     fn open(source: &str, options: &[String]) -> CDataset {
-        let p = CString::new(source).unwrap();
-        let opts: Vec<CString> = options
-            .iter()
-            .map(|o| CString::new(o.as_str()).unwrap())
-            .collect();
-        let ptrs: Vec<*const std::ffi::c_char> = opts.iter().map(|o| o.as_ptr()).collect();
         let mut h = std::ptr::null_mut();
-        // SAFETY: `p` and every option are NUL-terminated and outlive the call; `ptrs` holds
-        // `len` pointers; `h` is writable.
-        ok(
-            unsafe { c::dc_dataset_open_opts(p.as_ptr(), ptrs.as_ptr(), ptrs.len(), &mut h) },
-            "dc_dataset_open_opts",
-        );
+        with_c_args(source, options, |p, opts, n| {
+            // SAFETY: `p` and the `n` options at `opts` are NUL-terminated strings alive for
+            // the call (with_c_args); `h` is writable.
+            ok(
+                unsafe { c::dc_dataset_open_opts(p, opts, n, &mut h) },
+                "dc_dataset_open_opts",
+            )
+        });
         // SAFETY: a live handle; cache off so every gather reads its tiles again.
         ok(
             unsafe { c::dc_dataset_set(h, c::DC_DATASET_CACHE_BYTES, 0) },
@@ -274,19 +286,15 @@ struct CStore(*mut c::dc_chromdata);
 
 impl CStore {
     fn open(source: &str, options: &[String]) -> CStore {
-        let p = CString::new(source).unwrap();
-        let opts: Vec<CString> = options
-            .iter()
-            .map(|o| CString::new(o.as_str()).unwrap())
-            .collect();
-        let ptrs: Vec<*const std::ffi::c_char> = opts.iter().map(|o| o.as_ptr()).collect();
         let mut h = std::ptr::null_mut();
-        // SAFETY: `p` and every option are NUL-terminated and outlive the call; `ptrs` holds
-        // `len` pointers; `h` is writable.
-        ok(
-            unsafe { c::dc_chromdata_open_opts(p.as_ptr(), ptrs.as_ptr(), ptrs.len(), &mut h) },
-            "dc_chromdata_open_opts",
-        );
+        with_c_args(source, options, |p, opts, n| {
+            // SAFETY: `p` and the `n` options at `opts` are NUL-terminated strings alive for
+            // the call (with_c_args); `h` is writable.
+            ok(
+                unsafe { c::dc_chromdata_open_opts(p, opts, n, &mut h) },
+                "dc_chromdata_open_opts",
+            )
+        });
         CStore(h)
     }
 
