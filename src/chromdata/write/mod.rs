@@ -34,6 +34,7 @@ mod merge;
 mod metadata;
 mod options;
 mod parquet_file;
+mod parquet_sink;
 mod row_groups;
 mod runs;
 mod sinks;

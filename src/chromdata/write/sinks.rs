@@ -3,136 +3,21 @@
 //! one piece.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use parquet::arrow::ArrowWriter;
+use arrow_schema::{Field, Schema};
 
 use super::collected::Collected;
 use super::columns::Group;
-use super::parquet_file::{props, write_parquet};
+use super::parquet_file::write_parquet;
+use super::parquet_sink::{write_blocks, ParquetSink};
 use super::row_groups::{Partition, Plan};
 use crate::chromdata::spec::{self, chrom_dirs, portable, FloatType, Layout, Storage, AXES};
 use crate::error::{Error, ErrorKind, Result};
-
-/// A Parquet file of the store written block by block, cut into the planned row groups.
-pub(crate) struct ParquetSink {
-    path: PathBuf,
-    writer: Option<ArrowWriter<BufWriter<File>>>,
-    /// (column of the final batch, stored name).
-    cols: Vec<usize>,
-    schema: SchemaRef,
-    groups: Vec<u64>,
-    g: usize,
-    in_group: u64,
-    /// Partition index, or None for all rows.
-    part: Option<usize>,
-}
-
-impl ParquetSink {
-    fn new(
-        root: &Path,
-        rel: &str,
-        fin_schema: &Schema,
-        cols: Vec<(usize, String)>,
-        groups: Vec<u64>,
-        part: Option<usize>,
-        dict_floats: bool,
-    ) -> Result<ParquetSink> {
-        let path = root.join("tables").join(rel);
-        if let Some(d) = path.parent() {
-            std::fs::create_dir_all(d).map_err(|e| Error::io(d, &e))?;
-        }
-        let fields: Vec<Field> = cols
-            .iter()
-            .map(|(i, n)| Field::new(n, fin_schema.field(*i).data_type().clone(), true))
-            .collect();
-        let dict_off: Vec<String> = if dict_floats {
-            Vec::new()
-        } else {
-            fields
-                .iter()
-                .filter(|f| matches!(f.data_type(), DataType::Float32 | DataType::Float64))
-                .map(|f| f.name().clone())
-                .collect()
-        };
-        let schema = Arc::new(Schema::new(fields));
-        let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
-        let w = ArrowWriter::try_new(BufWriter::new(f), schema.clone(), Some(props(&dict_off)))
-            .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", path.display())))?;
-        Ok(ParquetSink {
-            path,
-            writer: Some(w),
-            cols: cols.into_iter().map(|(i, _)| i).collect(),
-            schema,
-            groups,
-            g: 0,
-            in_group: 0,
-            part,
-        })
-    }
-
-    fn err(&self, e: impl std::fmt::Display) -> Error {
-        Error::new(ErrorKind::Io, format!("{}: {e}", self.path.display()))
-    }
-
-    fn write(&mut self, b: &RecordBatch) -> Result<()> {
-        let proj = RecordBatch::try_new(
-            self.schema.clone(),
-            self.cols.iter().map(|&i| b.column(i).clone()).collect(),
-        )
-        .map_err(|e| self.err(e))?;
-        let mut off = 0usize;
-        while off < proj.num_rows() {
-            let Some(&target) = self.groups.get(self.g) else {
-                return Err(Error::new(
-                    ErrorKind::Internal,
-                    format!("{}: more rows than planned", self.path.display()),
-                ));
-            };
-            let n = ((target - self.in_group) as usize).min(proj.num_rows() - off);
-            let w = self.writer.as_mut().unwrap_or_else(|| unreachable!());
-            w.write(&proj.slice(off, n))
-                .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", self.path.display())))?;
-            off += n;
-            self.in_group += n as u64;
-            if self.in_group == target {
-                w.flush().map_err(|e| {
-                    Error::new(ErrorKind::Io, format!("{}: {e}", self.path.display()))
-                })?;
-                self.g += 1;
-                self.in_group = 0;
-            }
-        }
-        Ok(())
-    }
-
-    pub(crate) fn close(&mut self) -> Result<()> {
-        if self.g != self.groups.len() || self.in_group != 0 {
-            return Err(Error::new(
-                ErrorKind::Internal,
-                format!(
-                    "{}: wrote {} of {} planned row groups",
-                    self.path.display(),
-                    self.g,
-                    self.groups.len()
-                ),
-            ));
-        }
-        if let Some(w) = self.writer.take() {
-            let inner = w.into_inner().map_err(|e| self.err(e))?;
-            let f = inner.into_inner().map_err(|e| self.err(e.error()))?;
-            f.sync_all().map_err(|e| self.err(e))?;
-        }
-        Ok(())
-    }
-}
 
 /// Writes a small table (one row group) to `tables/<rel>`.
 pub(crate) fn write_small(root: &Path, rel: &str, b: &RecordBatch) -> Result<()> {
@@ -461,29 +346,15 @@ impl Sinks {
         parts: &[Option<RecordBatch>],
         pool: Option<&rayon::ThreadPool>,
     ) -> Result<()> {
-        let work = |s: &mut ParquetSink| -> Result<()> {
-            match s.part {
-                None => s.write(block),
-                Some(p) => match &parts[p] {
-                    Some(b) => s.write(b),
-                    None => Ok(()),
-                },
-            }
-        };
-        match pool {
-            Some(pool) => pool.install(|| {
-                use rayon::prelude::*;
-                self.list
-                    .par_iter_mut()
-                    .map(work)
-                    .collect::<Result<Vec<()>>>()
-            })?,
-            None => self
-                .list
-                .iter_mut()
-                .map(work)
-                .collect::<Result<Vec<()>>>()?,
-        };
+        let inputs: Vec<Option<&RecordBatch>> = self
+            .list
+            .iter()
+            .map(|s| match s.part {
+                None => Some(block),
+                Some(p) => parts[p].as_ref(),
+            })
+            .collect();
+        write_blocks(&mut self.list, &inputs, pool)?;
         Ok(())
     }
 }
