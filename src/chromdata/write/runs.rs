@@ -178,6 +178,13 @@ pub(crate) fn sort_into_run(
     out: RunWriter,
 ) -> Result<RunSource> {
     let batches = unify_spill_types(batches)?;
+    let threads = crate::pool::resolve_threads(out.threads);
+    let pool = if threads > 1 {
+        Some(crate::pool::pool(threads)?)
+    } else {
+        None
+    };
+    let batches = presort(batches, order, ranks, pool.as_deref())?;
     let keys = run_keys(&batches, order, ranks, out.threads)?;
     let schema = batches[0].schema();
     let rows_per = out.rows_per_batch;
@@ -186,11 +193,17 @@ pub(crate) fn sort_into_run(
         .collect();
     let piece = |ks: &[RunKey]| -> Result<RecordBatch> {
         let idx: Vec<(usize, usize)> = ks.iter().map(|k| (k.3 as usize, k.4 as usize)).collect();
-        let cols = columns
-            .iter()
-            .map(|arrays| arrow_select::interleave::interleave(arrays, &idx))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))?;
+        let gather = |arrays: &Vec<&dyn Array>| arrow_select::interleave::interleave(arrays, &idx);
+        let cols = match &pool {
+            Some(pool) => pool.install(|| {
+                use rayon::prelude::*;
+                columns.par_iter().map(gather).collect::<Vec<_>>()
+            }),
+            None => columns.iter().map(gather).collect(),
+        }
+        .into_iter()
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))?;
         RecordBatch::try_new(schema.clone(), cols)
             .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))
     };
@@ -226,6 +239,44 @@ pub(crate) fn sort_into_run(
         finalized: false,
         batch_bytes,
     })
+}
+
+/// Each batch sorted into `order` on its own, one batch at a time (the run's rows are then
+/// gathered from a few sorted streams, front to back, instead of at random over the whole
+/// buffer: the random gather's cache and TLB misses were a third of a wide write's time;
+/// a batch's own gather stays within one batch). Only the locality changes: the run is
+/// still sorted as a whole afterwards, so its order and bytes are the same.
+fn presort(
+    mut batches: Vec<RecordBatch>,
+    order: RunOrder,
+    ranks: &RunRanks,
+    pool: Option<&rayon::ThreadPool>,
+) -> Result<Vec<RecordBatch>> {
+    if batches.len() < 2 {
+        return Ok(batches);
+    }
+    for b in batches.iter_mut() {
+        let keys = run_keys(std::slice::from_ref(b), order, ranks, 1)?;
+        if keys.iter().enumerate().all(|(i, k)| k.4 as usize == i) {
+            continue;
+        }
+        let idx = arrow_array::UInt32Array::from_iter_values(keys.iter().map(|k| k.4));
+        drop(keys);
+        let take = |a: &ArrayRef| arrow_select::take::take(a.as_ref(), &idx, None);
+        let cols = match pool {
+            Some(pool) => pool.install(|| {
+                use rayon::prelude::*;
+                b.columns().par_iter().map(take).collect::<Vec<_>>()
+            }),
+            None => b.columns().iter().map(take).collect(),
+        }
+        .into_iter()
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))?;
+        *b = RecordBatch::try_new(b.schema(), cols)
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))?;
+    }
+    Ok(batches)
 }
 
 /// Sort keys of the rows of `batches`: the order's key, then the input row, compared by
