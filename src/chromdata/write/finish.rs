@@ -9,6 +9,7 @@ use std::path::Path;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
+use arrow_array::RecordBatch;
 use arrow_schema::DataType;
 
 use super::collected::Collected;
@@ -215,7 +216,7 @@ impl Sizes {
         let merge_mem = inp
             .available
             .saturating_sub(sink_bytes(t, tc))
-            .saturating_sub(3 * block_rows as u64 * row_bytes);
+            .saturating_sub(4 * block_rows as u64 * row_bytes);
         let fan_in = ((merge_mem / (4 * batch_bytes)) as usize).max(2);
         Sizes {
             t,
@@ -258,7 +259,8 @@ fn write_rows(
     };
     let chrom_col = fin.schema.fields().len() - 2;
     let rows_col = chrom_col + 1;
-    merge(runs, fin, RunOrder::of(inp.layout), block_rows, |block| {
+    let order = RunOrder::of(inp.layout);
+    let mut encode = |block: RecordBatch| -> Result<()> {
         let parts = sinks.split(&block, chrom_col)?;
         if partitioned {
             for (p, b) in parts.iter().enumerate() {
@@ -270,7 +272,39 @@ fn write_rows(
             src.push(0, block.column(rows_col).as_primitive::<UInt64Type>())?;
         }
         sinks.write(&block, &parts, pool.as_deref())
-    })?;
+    };
+    if threads > 1 {
+        // The merge (this thread) and the encoding of its blocks (a second thread, which
+        // spreads the columns over the pool) overlap, one block in flight between them; the
+        // blocks and their order are the same.
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<RecordBatch>(1);
+            let encoder = scope.spawn(move || {
+                crate::contain::catch(move || rx.into_iter().try_for_each(&mut encode))
+                    .unwrap_or_else(|what| {
+                        Err(Error::new(
+                            ErrorKind::Internal,
+                            format!("the block encoder panicked ({what})"),
+                        ))
+                    })
+            });
+            let merged = merge(runs, fin, order, block_rows, |block| {
+                // A closed channel means the encoder stopped on an error, reported below.
+                tx.send(block)
+                    .map_err(|_| Error::new(ErrorKind::Internal, "the block encoder stopped"))
+            });
+            drop(tx);
+            let encoded = encoder.join().unwrap_or_else(|_| {
+                Err(Error::new(
+                    ErrorKind::Internal,
+                    "the block encoder panicked",
+                ))
+            });
+            encoded.and(merged)
+        })?;
+    } else {
+        merge(runs, fin, order, block_rows, &mut encode)?;
+    }
     for s in sinks.list.iter_mut() {
         s.close()?;
     }
