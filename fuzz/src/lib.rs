@@ -297,7 +297,14 @@ fn strings(mut stream: FFI_ArrowArrayStream, limit: usize) -> Vec<String> {
     if let Ok(r) = unsafe { RecordBatchStreamReader::from_raw(&mut stream) } {
         for b in r.flatten() {
             if let Some(a) = b.columns().first().and_then(|c| c.as_string_opt::<i32>()) {
-                out.extend(a.iter().flatten().take(limit).map(str::to_string));
+                // (values with a NUL cannot be passed back through the C API: skipped)
+                out.extend(
+                    a.iter()
+                        .flatten()
+                        .filter(|v| !v.contains('\0'))
+                        .take(limit)
+                        .map(str::to_string),
+                );
             }
         }
     }
