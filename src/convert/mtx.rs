@@ -146,6 +146,19 @@ pub fn read_matrix_market_from(
     path: &Path,
     genes_are_rows: bool,
 ) -> Result<CellMatrix> {
+    read_matrix_market_capped(r, path, genes_are_rows, u64::MAX)
+}
+
+/// [`read_matrix_market_from`] holding at most `max_bytes` of matrix in memory: 8 bytes per
+/// declared cell (the cell index) and 8 per entry. A size line may announce billions of cells
+/// that have no entries, all of which the converter keeps; the fuzz target caps the memory
+/// this way (a refused allocation is `DC_ERR_LIMIT` in any case, never an abort).
+pub fn read_matrix_market_capped(
+    r: &mut dyn BufRead,
+    path: &Path,
+    genes_are_rows: bool,
+    max_bytes: u64,
+) -> Result<CellMatrix> {
     let mut lines = MtxLines {
         r,
         path,
@@ -171,6 +184,14 @@ pub fn read_matrix_market_from(
         )));
     }
     let t = read_entries(&mut lines, (n_rows, n_cols, nnz), real, genes_are_rows)?;
+    let need = (n_cells as u128 + 1) * 8 + t.cells.len() as u128 * 8;
+    if need > u128::from(max_bytes) {
+        return Err(Error::limit(format!(
+            "{}: {n_cells} cells with {} entries need {need} bytes in memory, over the limit of {max_bytes}",
+            path.display(),
+            t.cells.len()
+        )));
+    }
     let mut m = cell_major(t, n_cells as usize, n_genes as u32).map_err(|what| {
         Error::limit(format!(
             "{}: {n_cells} cells x {n_genes} genes: cannot allocate {what} in memory",
