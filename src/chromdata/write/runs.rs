@@ -184,7 +184,7 @@ pub(crate) fn sort_into_run(
     } else {
         None
     };
-    let batches = presort(batches, order, ranks, pool.as_deref())?;
+    let batches = presort(batches, order, ranks)?;
     let keys = run_keys(&batches, order, ranks, out.threads)?;
     let schema = batches[0].schema();
     let rows_per = out.rows_per_batch;
@@ -250,7 +250,6 @@ fn presort(
     mut batches: Vec<RecordBatch>,
     order: RunOrder,
     ranks: &RunRanks,
-    pool: Option<&rayon::ThreadPool>,
 ) -> Result<Vec<RecordBatch>> {
     if batches.len() < 2 {
         return Ok(batches);
@@ -262,17 +261,15 @@ fn presort(
         }
         let idx = arrow_array::UInt32Array::from_iter_values(keys.iter().map(|k| k.4));
         drop(keys);
-        let take = |a: &ArrayRef| arrow_select::take::take(a.as_ref(), &idx, None);
-        let cols = match pool {
-            Some(pool) => pool.install(|| {
-                use rayon::prelude::*;
-                b.columns().par_iter().map(take).collect::<Vec<_>>()
-            }),
-            None => b.columns().iter().map(take).collect(),
-        }
-        .into_iter()
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))?;
+        // On this thread: the sorted copies replace buffers this thread allocated, in its
+        // own allocator arena (pool workers' copies stayed resident in theirs after the
+        // spill: +25 % peak RSS at 2 M x 60 spots under glibc).
+        let cols = b
+            .columns()
+            .iter()
+            .map(|a| arrow_select::take::take(a.as_ref(), &idx, None))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))?;
         *b = RecordBatch::try_new(b.schema(), cols)
             .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))?;
     }
