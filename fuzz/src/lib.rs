@@ -20,11 +20,34 @@ pub fn ok(status: dc_status, call: &str) -> bool {
     if status == DC_ERR_INTERNAL {
         panic!("{call}: DC_ERR_INTERNAL: {}", last_error());
     }
-    if status != DC_OK && last_error().is_empty() {
-        panic!("{call}: {} without a message", status_name(status));
+    if status != DC_OK {
+        let msg = last_error();
+        if msg.is_empty() {
+            panic!("{call}: {} without a message", status_name(status));
+        }
+        let _ = ERRORS.try_with(|e| {
+            let mut e = e.borrow_mut();
+            if e.len() < 64 {
+                e.push((status, msg));
+            }
+        });
     }
     strict_check(call);
     status == DC_OK
+}
+
+thread_local! {
+    /// The error statuses and messages of the calls checked by [`ok`] on this thread (the
+    /// first 64), for tests that look at what an input was rejected with.
+    static ERRORS: std::cell::RefCell<Vec<(dc_status, String)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The errors [`ok`] saw on this thread since the last call, oldest first.
+pub fn take_errors() -> Vec<(dc_status, String)> {
+    ERRORS
+        .try_with(|e| std::mem::take(&mut *e.borrow_mut()))
+        .unwrap_or_default()
 }
 
 fn strict_check(call: &str) {
@@ -47,7 +70,7 @@ pub fn last_error() -> String {
         .into_owned()
 }
 
-fn status_name(s: dc_status) -> String {
+pub fn status_name(s: dc_status) -> String {
     // SAFETY: a static NUL-terminated string.
     unsafe { CStr::from_ptr(dc_status_name(s)) }
         .to_string_lossy()
@@ -274,7 +297,14 @@ fn strings(mut stream: FFI_ArrowArrayStream, limit: usize) -> Vec<String> {
     if let Ok(r) = unsafe { RecordBatchStreamReader::from_raw(&mut stream) } {
         for b in r.flatten() {
             if let Some(a) = b.columns().first().and_then(|c| c.as_string_opt::<i32>()) {
-                out.extend(a.iter().flatten().take(limit).map(str::to_string));
+                // (values with a NUL cannot be passed back through the C API: skipped)
+                out.extend(
+                    a.iter()
+                        .flatten()
+                        .filter(|v| !v.contains('\0'))
+                        .take(limit)
+                        .map(str::to_string),
+                );
             }
         }
     }
@@ -703,13 +733,15 @@ pub fn fuzz_fofct(csv: &[u8]) {
     }
 }
 
-/// Reads `text` as a Matrix Market file, genes as rows and as columns.
+/// Reads `text` as a Matrix Market file, genes as rows and as columns. The converter keeps
+/// 8 bytes per declared cell, entries or not: the matrix is capped at 256 MiB so that a size
+/// line announcing a billion cells is an error here, not the fuzzer's 2 GB memory limit.
 pub fn fuzz_mtx(text: &[u8]) {
-    use deltacells::convert::mtx::read_matrix_market_from;
+    use deltacells::convert::mtx::read_matrix_market_capped;
     for genes_are_rows in [true, false] {
         let mut r = std::io::Cursor::new(text);
         let _ = contained("read_matrix_market", || {
-            read_matrix_market_from(&mut r, Path::new("input.mtx"), genes_are_rows)
+            read_matrix_market_capped(&mut r, Path::new("input.mtx"), genes_are_rows, 256 << 20)
         });
     }
 }
