@@ -293,7 +293,6 @@ fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskO
             })?;
         }
     }
-    drop(batch);
     out.written
         .extend(ks.iter().zip(written).map(|(&k, b)| (task.read, k, b)));
     if task.keep {
