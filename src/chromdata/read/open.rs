@@ -66,13 +66,18 @@ fn open(store: Arc<Store>) -> Result<OpenStore> {
     let ld = Loader::new(store.clone(), reads.clone());
     // The index arrays and every Parquet footer, read at the same time (each check below
     // then runs in its order, on what is already read).
-    let paths = parquet_paths(&tables, root.layout);
+    let (paths, small) = parquet_paths(&tables, root.layout);
     // At a URL, footers are fetched up to `max_concurrency` at once.
     let threads = crate::pool::resolve_threads(0).max(store.request_width());
     let index = if threads > 1 {
         let pool = crate::pool::pool(threads)?;
-        pool.install(|| rayon::join(|| index::load(&arrays, &root), || ld.prefetch(&paths)))
-            .0?
+        pool.install(|| {
+            rayon::join(
+                || index::load(&arrays, &root),
+                || ld.prefetch(&paths, &small),
+            )
+        })
+        .0?
     } else {
         index::load(&arrays, &root)?
     };
@@ -99,8 +104,12 @@ fn open(store: Arc<Store>) -> Result<OpenStore> {
 
 /// Every Parquet file open reads (relative to `tables/`): small tables, categories files,
 /// derived files and the spot-aligned files; members missing from the metadata are left
-/// out (the checks report them).
-fn parquet_paths(tables: &Tables, layout: crate::chromdata::spec::Layout) -> Vec<String> {
+/// out (the checks report them), widest first. Also, sorted, those open reads whole (all
+/// but the spot-aligned files).
+fn parquet_paths(
+    tables: &Tables,
+    layout: crate::chromdata::spec::Layout,
+) -> (Vec<String>, Vec<String>) {
     let mut out: Vec<String> = Vec::new();
     let sm = &tables.spots;
     let mut cats = |cols: &mut dyn Iterator<Item = &crate::chromdata::spec::ColumnDesc>| {
@@ -132,6 +141,10 @@ fn parquet_paths(tables: &Tables, layout: crate::chromdata::spec::Layout) -> Vec
         out.push(m.path.clone());
     }
     out.extend(tables.derived.iter().map(|d| d.path.clone()));
+    let mut small = out.clone();
+    small.sort();
+    small.dedup();
+    let first_spot = out.len();
     if let Ok(files) = sm.files("") {
         match files {
             SpotFiles::Flat { path } => out.push(path.to_string()),
@@ -157,9 +170,20 @@ fn parquet_paths(tables: &Tables, layout: crate::chromdata::spec::Layout) -> Vec
     for l in &tables.layers {
         extra(l.placement(layout, ""));
     }
-    out.sort();
-    out.dedup();
-    out
+    // The spot-aligned files first, the extra side (spot tracks, layers: the widest
+    // footers, hundreds of row groups × all their columns) leading: the pool starts on the
+    // first items, so the longest footer walk overlaps everything else instead of ending
+    // open alone.
+    let spot: Vec<String> = out[first_spot..].iter().rev().cloned().collect();
+    // A file listed both ways (a broken store) is opened, not read ahead.
+    small.retain(|p| !spot.contains(p));
+    let mut seen = std::collections::HashSet::new();
+    let all = spot
+        .into_iter()
+        .chain(small.iter().cloned())
+        .filter(|p| seen.insert(p.clone()))
+        .collect();
+    (all, small)
 }
 
 /// The root and `tables` documents (§2–§4).
@@ -436,12 +460,11 @@ fn derived_files(
             DerivedKey::Cell => (u.n_cells, "n_cells"),
             DerivedKey::Trace => (u.n_traces, "n_traces"),
         };
-        let f = ld.table_file(&dm.path)?;
-        let b = f.read_all()?;
+        let (fpath, b) = ld.read_whole(&dm.path)?;
         if b.num_rows() as u64 != rows || dm.n_rows != rows {
             return Err(Error::format(format!(
                 "{}: derived file for key {} has {} rows (metadata {}), expected {what} = {rows}",
-                f.path,
+                fpath,
                 dm.key.name(),
                 b.num_rows(),
                 dm.n_rows
