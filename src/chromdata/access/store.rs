@@ -317,6 +317,15 @@ impl Store {
         }
     }
 
+    /// The URL of a store at a URL (None for a local store).
+    pub(crate) fn remote_url(&self) -> Option<&crate::storage::RemoteUrl> {
+        match &self.backend {
+            #[cfg(feature = "remote")]
+            Backend::RemoteDir(root) | Backend::RemoteZip { root, .. } => Some(root.url()),
+            _ => None,
+        }
+    }
+
     /// Whether `path` exists (as a file / member). For a store at a URL this is a HEAD
     /// request, whose failure (other than a missing object) is the error.
     pub(crate) fn exists(&self, path: &str) -> Result<bool> {
