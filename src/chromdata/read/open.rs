@@ -53,8 +53,20 @@ impl ChromData {
 
 /// Opens and validates `store`.
 fn open(store: Arc<Store>) -> Result<OpenStore> {
+    let opened = open_steps(&store);
+    // What was fetched ahead for the steps is not kept for the handle's life.
+    store.end_ahead();
+    opened
+}
+
+/// The steps of [`open`]. At a URL, what the steps read one after another is fetched
+/// ahead in a few rounds of concurrent requests (`Store::fetch_ahead`): the three group
+/// documents; then the index arrays' documents, the small tables and categories files
+/// (whole) and, beside them, every spot-aligned file's footer; then the index chunks.
+fn open_steps(store: &Arc<Store>) -> Result<OpenStore> {
     let d = store.display.clone();
-    let (root, tables) = read_metadata(&store)?;
+    store.fetch_ahead(&["zarr.json", "tables/zarr.json", "index/zarr.json"].map(String::from));
+    let (root, tables) = read_metadata(store)?;
     let arrays = ArrayReader::new(store.clone());
     if !store.exists("index/zarr.json")? {
         return Err(Error::new(
@@ -66,23 +78,29 @@ fn open(store: Arc<Store>) -> Result<OpenStore> {
     let ld = Loader::new(store.clone(), reads.clone());
     // The index arrays and every Parquet footer, read at the same time (each check below
     // then runs in its order, on what is already read).
-    let paths = parquet_paths(&tables, root.layout);
+    let (whole, footers) = parquet_paths(&tables, root.layout);
+    let ahead = || {
+        let mut other: Vec<String> = whole.iter().map(|p| table_path(p)).collect();
+        other.push("index/source_row/zarr.json".into());
+        arrays.fetch_ahead_1d(&index::array_paths(&root), &other);
+        index::load(&arrays, &root)
+    };
     // At a URL, footers are fetched up to `max_concurrency` at once.
     let threads = crate::pool::resolve_threads(0).max(store.request_width());
     let index = if threads > 1 {
         let pool = crate::pool::pool(threads)?;
-        pool.install(|| rayon::join(|| index::load(&arrays, &root), || ld.prefetch(&paths)))
+        pool.install(|| rayon::join(ahead, || ld.prefetch(&footers)))
             .0?
     } else {
-        index::load(&arrays, &root)?
+        ahead()?
     };
     let small = SmallTables::load(&ld, &root, &tables, &d)?;
     let sets = SpotFileSets::open(&ld, &root, &tables, &index, &small, &d)?;
     let derived = derived_files(&ld, &root, &tables, &d)?;
-    check_pass_through(&store, &tables)?;
+    check_pass_through(store, &tables)?;
     let columns = output_columns(&tables, &small, &derived, &d)?;
     Ok(OpenStore {
-        store,
+        store: store.clone(),
         root,
         tables,
         index,
@@ -97,10 +115,14 @@ fn open(store: Arc<Store>) -> Result<OpenStore> {
     })
 }
 
-/// Every Parquet file open reads (relative to `tables/`): small tables, categories files,
-/// derived files and the spot-aligned files; members missing from the metadata are left
-/// out (the checks report them).
-fn parquet_paths(tables: &Tables, layout: crate::chromdata::spec::Layout) -> Vec<String> {
+/// Every Parquet file open reads (relative to `tables/`): those it reads whole (small
+/// tables, categories files, derived files) and those of which it reads the footer (the
+/// spot-aligned files); members missing from the metadata are left out (the checks report
+/// them).
+fn parquet_paths(
+    tables: &Tables,
+    layout: crate::chromdata::spec::Layout,
+) -> (Vec<String>, Vec<String>) {
     let mut out: Vec<String> = Vec::new();
     let sm = &tables.spots;
     let mut cats = |cols: &mut dyn Iterator<Item = &crate::chromdata::spec::ColumnDesc>| {
@@ -132,6 +154,7 @@ fn parquet_paths(tables: &Tables, layout: crate::chromdata::spec::Layout) -> Vec
         out.push(m.path.clone());
     }
     out.extend(tables.derived.iter().map(|d| d.path.clone()));
+    let mut whole = std::mem::take(&mut out);
     if let Ok(files) = sm.files("") {
         match files {
             SpotFiles::Flat { path } => out.push(path.to_string()),
@@ -157,9 +180,11 @@ fn parquet_paths(tables: &Tables, layout: crate::chromdata::spec::Layout) -> Vec
     for l in &tables.layers {
         extra(l.placement(layout, ""));
     }
-    out.sort();
-    out.dedup();
-    out
+    for v in [&mut whole, &mut out] {
+        v.sort();
+        v.dedup();
+    }
+    (whole, out)
 }
 
 /// The root and `tables` documents (§2–§4).
