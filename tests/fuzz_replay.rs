@@ -92,15 +92,81 @@ fn documents() {
     replay("h5ad", harness::fuzz_h5ad);
 }
 
+/// The member targets rewrite files of one shared copy of the base stores: one test at a time.
+static STORES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn chromdata_stores() {
     if chromdata_common::stores().is_none() {
         return;
     }
+    let _one = STORES.lock().unwrap_or_else(|p| p.into_inner());
     replay("chromdata_member", harness::fuzz_store_member);
     replay("chromdata_cdz", |d| {
         harness::read_chromdata(&harness::scratch_file("input.cdz", d))
     });
+}
+
+/// The Parquet members that made parquet 56.2.1 panic (issue 19: page type 8, levels and
+/// values past the end of a page, a dictionary with fewer values than declared), written by
+/// scripts/make-parquet-regressions.py: each store is refused with DC_ERR_FORMAT naming the
+/// mutated member, by a call that returns normally (the replay above checks that nothing
+/// panics). `DC_SHOW_REGRESSIONS=1` prints each input's first error and how many dependency
+/// panics the library contained while it ran (run with `--test-threads=1` for exact counts).
+#[test]
+fn parquet_panics_are_format_errors() {
+    let Some(stores) = chromdata_common::stores() else {
+        return;
+    };
+    setup();
+    let _one = STORES.lock().unwrap_or_else(|p| p.into_inner());
+    let files: Vec<PathBuf> = inputs("chromdata_member")
+        .into_iter()
+        .filter(|f| {
+            f.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("parquet-")
+        })
+        .collect();
+    assert!(
+        files.len() >= 6,
+        "the parquet-* regression inputs are missing"
+    );
+    let mut failed = Vec::new();
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap();
+        let base = harness::BASE_STORES[bytes[0] as usize % harness::BASE_STORES.len()];
+        let members = harness::store_members(&stores.join(base));
+        let member = &members[bytes[1] as usize % members.len()];
+        assert!(
+            member.ends_with(".parquet"),
+            "{}: mutates {member}",
+            f.display()
+        );
+        harness::take_errors();
+        let before = deltacells::contain::contained_panics();
+        harness::fuzz_store_member(&bytes);
+        let contained = deltacells::contain::contained_panics() - before;
+        let errors = harness::take_errors();
+        let named = errors
+            .iter()
+            .find(|(s, m)| *s == DC_ERR_FORMAT && m.contains(member.as_str()));
+        if std::env::var_os("DC_SHOW_REGRESSIONS").is_some() {
+            eprintln!(
+                "{}: {} errors, {contained} contained panics; {named:?}",
+                f.display(),
+                errors.len(),
+            );
+        }
+        if named.is_none() {
+            failed.push(format!(
+                "{}: no DC_ERR_FORMAT naming {member}: {errors:?}",
+                f.display()
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
 }
 
 // ---------------------------------------------------------------------------------------

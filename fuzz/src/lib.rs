@@ -20,11 +20,34 @@ pub fn ok(status: dc_status, call: &str) -> bool {
     if status == DC_ERR_INTERNAL {
         panic!("{call}: DC_ERR_INTERNAL: {}", last_error());
     }
-    if status != DC_OK && last_error().is_empty() {
-        panic!("{call}: {} without a message", status_name(status));
+    if status != DC_OK {
+        let msg = last_error();
+        if msg.is_empty() {
+            panic!("{call}: {} without a message", status_name(status));
+        }
+        let _ = ERRORS.try_with(|e| {
+            let mut e = e.borrow_mut();
+            if e.len() < 64 {
+                e.push((status, msg));
+            }
+        });
     }
     strict_check(call);
     status == DC_OK
+}
+
+thread_local! {
+    /// The error statuses and messages of the calls checked by [`ok`] on this thread (the
+    /// first 64), for tests that look at what an input was rejected with.
+    static ERRORS: std::cell::RefCell<Vec<(dc_status, String)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The errors [`ok`] saw on this thread since the last call, oldest first.
+pub fn take_errors() -> Vec<(dc_status, String)> {
+    ERRORS
+        .try_with(|e| std::mem::take(&mut *e.borrow_mut()))
+        .unwrap_or_default()
 }
 
 fn strict_check(call: &str) {
@@ -47,7 +70,7 @@ pub fn last_error() -> String {
         .into_owned()
 }
 
-fn status_name(s: dc_status) -> String {
+pub fn status_name(s: dc_status) -> String {
     // SAFETY: a static NUL-terminated string.
     unsafe { CStr::from_ptr(dc_status_name(s)) }
         .to_string_lossy()

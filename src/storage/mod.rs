@@ -14,6 +14,8 @@ pub mod options;
 #[cfg(feature = "remote")]
 pub mod remote;
 mod root;
+#[cfg(feature = "remote")]
+mod store_keys;
 
 pub use dir::OpenDir;
 pub use location::{Location, RemoteUrl, Scheme};

@@ -141,7 +141,7 @@ impl Options {
 
 #[cfg(feature = "remote")]
 fn check_store_key(key: &str, location: &Location) -> Result<()> {
-    super::remote::check_key(key, location)
+    super::store_keys::check_key(key, location)
 }
 
 #[cfg(not(feature = "remote"))]

@@ -9,7 +9,6 @@
 
 mod config;
 mod errors;
-mod keys;
 pub mod ranged;
 pub(crate) mod runtime;
 
@@ -30,8 +29,6 @@ use crate::error::{Error, ErrorKind, Result};
 
 use super::location::RemoteUrl;
 use super::options::Options;
-
-pub(crate) use keys::check_key;
 
 /// Files up to this size are uploaded with one PUT; larger ones as a multipart upload of
 /// parts this large (S3 wants at least 5 MiB per part).

@@ -1,6 +1,6 @@
 //! Which `key=value` options are object-store settings: the `object_store` crate's
-//! configuration key names of the backend a URL names. Kept apart from the client set-up
-//! (`config`) so that option parsing does not depend on it.
+//! configuration key names of the backend a URL names. A sibling of `options`, outside
+//! `remote`: option parsing must not depend on the remote layer, which depends on it.
 
 use object_store::aws::AmazonS3ConfigKey;
 use object_store::azure::AzureConfigKey;
