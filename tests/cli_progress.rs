@@ -4,7 +4,7 @@
 //! every --help has examples.
 #![cfg(feature = "cli")]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -26,11 +26,34 @@ fn table() -> PathBuf {
     root().join("tests/data/chromatin/synthetic_traces.fofct.csv")
 }
 
-fn scratch(name: &str) -> PathBuf {
+/// A test's directory, removed when the test ends, passed or failed (a failed assertion
+/// unwinds through the drop; only a killed run leaves it).
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("dc-cli-progress-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
 }
 
 fn deltacells(args: &[&str]) -> (bool, String, String) {
@@ -90,7 +113,6 @@ fn convert_and_verify_report_every_block_up_to_the_total() {
     let seen = rec.0.into_inner().unwrap();
     assert!(seen.iter().all(|p| p.stage == Stage::Compare));
     assert_eq!(seen.last().unwrap().done, 10_000);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -124,7 +146,6 @@ fn a_cancel_stops_the_work_and_leaves_nothing() {
         0,
         "temporary files left"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -152,7 +173,6 @@ fn import_reports_bytes_then_the_finish() {
         &Silent,
     )
     .unwrap();
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn run_quiet_and_not(args: &[&str]) {
@@ -197,7 +217,6 @@ fn the_tool_is_silent_off_a_terminal_and_with_quiet() {
         !ok && out.is_empty() && err.contains("deltacells: error"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -324,7 +343,6 @@ fn progress_is_drawn_on_a_terminal_stderr_only() {
         ),
         ""
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// `--progress` off a terminal (a batch job's log): plain lines on stderr, one when a stage
@@ -354,7 +372,6 @@ fn progress_lines_off_a_terminal_when_asked() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// `chromdata rewrite` shows its progress as import and convert do: with --progress off a
@@ -410,5 +427,4 @@ fn rewrite_reports_progress_like_import() {
     let mut quiet = rewrite.to_vec();
     quiet.push("-q");
     assert_eq!(on_a_terminal(&quiet, ""), "");
-    let _ = std::fs::remove_dir_all(dir);
 }

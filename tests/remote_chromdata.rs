@@ -24,12 +24,12 @@ use deltacells::ErrorKind;
 use remote_support::*;
 use serde_json::Value;
 
-/// The directory served by the HTTP server (one per test process).
+/// The directory served by the HTTP server (one per test process): under target/tmp, emptied
+/// when the first test starts the servers, so that no run leaves it in the system's temporary
+/// directory (the server process and its directory outlive every test of the binary).
 fn serve_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "deltacells-remote-chromdata-serve-{}",
-        std::process::id()
-    ));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("remote-chromdata-serve");
+    let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }

@@ -28,9 +28,12 @@ const N_GENES: u32 = 40;
 const N_CELLS: usize = 230;
 const TILE: u64 = 25; // 10 tiles
 
-/// The directory served by the HTTP server (one per test process).
+/// The directory served by the HTTP server (one per test process): under target/tmp, emptied
+/// when the first test starts the servers, so that no run leaves it in the system's temporary
+/// directory (the server process and its directory outlive every test of the binary).
 fn serve_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("deltacells-remote-serve-{}", std::process::id()));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("remote-serve");
+    let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }

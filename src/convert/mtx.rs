@@ -146,6 +146,19 @@ pub fn read_matrix_market_from(
     path: &Path,
     genes_are_rows: bool,
 ) -> Result<CellMatrix> {
+    read_matrix_market_capped(r, path, genes_are_rows, u64::MAX)
+}
+
+/// [`read_matrix_market_from`] holding at most `max_bytes` of matrix in memory: 8 bytes per
+/// declared cell (the cell index) and 8 per entry. A size line may announce billions of cells
+/// that have no entries, all of which the converter keeps; the fuzz target caps the memory
+/// this way (a refused allocation is `DC_ERR_LIMIT` in any case, never an abort).
+pub fn read_matrix_market_capped(
+    r: &mut dyn BufRead,
+    path: &Path,
+    genes_are_rows: bool,
+    max_bytes: u64,
+) -> Result<CellMatrix> {
     let mut lines = MtxLines {
         r,
         path,
@@ -171,7 +184,20 @@ pub fn read_matrix_market_from(
         )));
     }
     let t = read_entries(&mut lines, (n_rows, n_cols, nnz), real, genes_are_rows)?;
-    let mut m = cell_major(t, n_cells as usize, n_genes as u32);
+    let need = (n_cells as u128 + 1) * 8 + t.cells.len() as u128 * 8;
+    if need > u128::from(max_bytes) {
+        return Err(Error::limit(format!(
+            "{}: {n_cells} cells with {} entries need {need} bytes in memory, over the limit of {max_bytes}",
+            path.display(),
+            t.cells.len()
+        )));
+    }
+    let mut m = cell_major(t, n_cells as usize, n_genes as u32).map_err(|what| {
+        Error::limit(format!(
+            "{}: {n_cells} cells x {n_genes} genes: cannot allocate {what} in memory",
+            path.display()
+        ))
+    })?;
     sort_rows(&mut m).map_err(|(cell, gene)| {
         Error::format(format!(
             "{}: duplicate entry for cell {} / gene {} (1-based)",
@@ -293,31 +319,50 @@ fn read_entries(
     Ok(t)
 }
 
+/// `n` zeros, or what could not be allocated: the size line of a small file may announce
+/// billions of cells, and an allocation the system refuses must be an error, not an abort.
+fn zeros<T: Copy + Default>(n: usize, what: &str) -> std::result::Result<Vec<T>, String> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        format!(
+            "the {what} ({} bytes)",
+            (n as u128) * std::mem::size_of::<T>() as u128
+        )
+    })?;
+    v.resize(n, T::default());
+    Ok(v)
+}
+
 /// Cell-major CSR from triplets (a counting sort by cell; rows not yet sorted by gene).
-fn cell_major(t: Triplets, n_cells: usize, n_genes: u32) -> CellMatrix {
-    let mut indptr = vec![0i64; n_cells + 1];
+fn cell_major(
+    t: Triplets,
+    n_cells: usize,
+    n_genes: u32,
+) -> std::result::Result<CellMatrix, String> {
+    let mut indptr: Vec<i64> = zeros(n_cells.saturating_add(1), "cell index")?;
     for &c in &t.cells {
         indptr[c as usize + 1] += 1;
     }
     for i in 0..n_cells {
         indptr[i + 1] += indptr[i];
     }
-    let mut fill = indptr.clone();
-    let mut indices = vec![0i32; t.cells.len()];
-    let mut values = vec![0i32; t.cells.len()];
+    let mut fill: Vec<i64> = zeros(indptr.len(), "cell index")?;
+    fill.copy_from_slice(&indptr);
+    let mut indices: Vec<i32> = zeros(t.cells.len(), "gene indices")?;
+    let mut values: Vec<i32> = zeros(t.cells.len(), "values")?;
     for k in 0..t.cells.len() {
         let at = &mut fill[t.cells[k] as usize];
         indices[*at as usize] = t.genes[k];
         values[*at as usize] = t.values[k];
         *at += 1;
     }
-    CellMatrix {
+    Ok(CellMatrix {
         n_cells,
         n_genes,
         indptr,
         indices,
         values,
-    }
+    })
 }
 
 /// Sorts each row by gene; returns the first duplicate (cell, gene) found.
@@ -429,6 +474,19 @@ mod tests {
 
     fn parse(text: &str, genes_are_rows: bool) -> Result<CellMatrix> {
         read_matrix_market_from(&mut text.as_bytes(), Path::new("m.mtx"), genes_are_rows)
+    }
+
+    /// A three-line file announcing 2^36 cells (a 550 GB cell index): an error naming the
+    /// file, not an abort of the process (fuzzing found 4,444,444,444 cells aborting it).
+    #[test]
+    fn cells_beyond_memory_are_a_limit_error() {
+        let text = "%%MatrixMarket matrix coordinate integer general\n6404 68719476720 0\n";
+        let e = parse(text, true).unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::Limit, "{e}");
+        assert!(
+            e.message.contains("m.mtx") && e.message.contains("cell index"),
+            "{e}"
+        );
     }
 
     #[test]

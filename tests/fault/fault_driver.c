@@ -439,8 +439,35 @@ static int run_case(const scenario *sc, const char *dir, long n)
   char msg[4096], why[512], left[256];
   long calls = 0;
   int err = n % 2 ? EIO : ENOSPC;
+  /* The library prints nothing (c-api.md §1), failures included: its stderr goes to a file
+     that must stay empty. (The CLI reports its error on stderr: its own capture, above.) */
+  char *printed_f = fmt("%s.stderr", dir);
+  int saved = -1;
+  if (sc->kind != 2) {
+    int fd = open(printed_f, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    fflush(stderr);
+    saved = dup(2);
+    if (fd < 0 || saved < 0 || dup2(fd, 2) < 0)
+      die("%s: redirecting stderr: %s", sc->name, strerror(errno));
+    close(fd);
+  }
   dc_status st = run_writer(sc, dir, n, err, msg, sizeof msg, &calls);
   const char *hit = sc->kind == 2 ? "?" : fault_hit();
+  if (saved >= 0) {
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char printed[512];
+    FILE *pf = fopen(printed_f, "r");
+    size_t got = pf ? fread(printed, 1, sizeof printed - 1, pf) : 0;
+    printed[got] = '\0';
+    if (pf)
+      fclose(pf);
+    unlink(printed_f);
+    if (got)
+      die("%s N=%ld (%s): the library printed on stderr: %s", sc->name, n, hit, printed);
+  }
+  free(printed_f);
   if (st == DC_OK) {
     if (!output_is(sc, target, 1, why, sizeof why))
       die("%s N=%ld (%s): DC_OK but the output %s", sc->name, n, hit, why);

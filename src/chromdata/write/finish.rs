@@ -3,9 +3,11 @@
 //! runs into the Parquet sinks of the layout, the index arrays, the metadata, and the
 //! atomic publish (as a directory or a `.cdz`, §13, §16).
 
+use std::cell::RefCell;
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
+use std::rc::Rc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
@@ -322,20 +324,89 @@ fn member_list(dir: &Path) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The `.cdz` file under the zip writer. zip 4.6's `ZipWriter` finalizes the archive in its
+/// `Drop` and prints "ZipWriter drop failed: ..." on stderr when that fails, which it does
+/// after any earlier I/O error (its bookkeeping no longer matches the file: "Large file option
+/// has not been set"; the full fault sweep of docs/reliability.md §7 saw it 242 times), and
+/// 4.6 also panicked on an assertion there. So the zip writer never sees an I/O error: the
+/// first one is kept in `error`, and from then on writes and seeks only move a virtual
+/// position (nothing reaches the file). The zip writer's state stays consistent, its finalize
+/// succeeds, nothing is printed; `write_cdz` reports the kept error (DC_ERR_IO naming the file).
+struct CdzFile {
+    inner: BufWriter<File>,
+    pos: u64,
+    end: u64,
+    error: Rc<RefCell<Option<std::io::Error>>>,
+}
+
+impl CdzFile {
+    fn failed(&self) -> bool {
+        self.error.borrow().is_some()
+    }
+
+    fn keep(&self, e: std::io::Error) {
+        self.error.borrow_mut().get_or_insert(e);
+    }
+}
+
+impl Write for CdzFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !self.failed() {
+            if let Err(e) = self.inner.write_all(buf) {
+                self.keep(e);
+            }
+        }
+        self.pos += buf.len() as u64;
+        self.end = self.end.max(self.pos);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.failed() {
+            if let Err(e) = self.inner.flush() {
+                self.keep(e);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Seek for CdzFile {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let at = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+            SeekFrom::End(d) => self.end.checked_add_signed(d),
+        }
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before 0"))?;
+        if !self.failed() && at != self.pos {
+            if let Err(e) = self.inner.seek(SeekFrom::Start(at)) {
+                self.keep(e);
+            }
+        }
+        self.pos = at;
+        Ok(at)
+    }
+}
+
 fn write_cdz(dir: &Path, out: &Path) -> Result<()> {
     let zerr =
         |e: zip::result::ZipError| Error::new(ErrorKind::Io, format!("{}: {e}", out.display()));
     let f = File::create(out).map_err(|e| Error::io(out, &e))?;
-    let mut z = zip::ZipWriter::new(BufWriter::new(f));
-    if let Err(e) = add_members(&mut z, dir, out) {
-        // After a failed write the zip writer's state is inconsistent, and its Drop (which
-        // finalizes the archive) trips an assertion (zip 4.6 write.rs: "file_end >=
-        // self.stats.start"): it is discarded in a containment scope — nothing printed,
-        // the file closed while unwinding — and the caller deletes the partial file.
+    let error = Rc::new(RefCell::new(None));
+    let mut z = zip::ZipWriter::new(CdzFile {
+        inner: BufWriter::new(f),
+        pos: 0,
+        end: 0,
+        error: error.clone(),
+    });
+    let kept = || error.borrow().as_ref().map(|e| Error::io(out, e));
+    if let Err(e) = add_members(&mut z, dir, &kept) {
+        // Its Drop finalizes the archive (through CdzFile: it cannot fail on I/O), in a
+        // containment scope all the same; the caller deletes the partial file.
         let _ = crate::contain::catch(move || drop(z));
         return Err(e);
     }
-    // A failed finalize leaves the writer inconsistent too (its Drop finalizes again).
     let w = crate::contain::catch(move || z.finish())
         .map_err(|what| {
             Error::new(
@@ -344,16 +415,31 @@ fn write_cdz(dir: &Path, out: &Path) -> Result<()> {
             )
         })?
         .map_err(zerr)?;
-    let f = w.into_inner().map_err(|e| Error::io(out, e.error()))?;
+    if let Some(e) = kept() {
+        return Err(e);
+    }
+    let f = w
+        .inner
+        .into_inner()
+        .map_err(|e| Error::io(out, e.error()))?;
     f.sync_all().map_err(|e| Error::io(out, &e))
 }
 
-/// Every member of the tree `dir` into the zip `z` (STORED).
-fn add_members(z: &mut zip::ZipWriter<BufWriter<File>>, dir: &Path, out: &Path) -> Result<()> {
-    let zerr =
-        |e: zip::result::ZipError| Error::new(ErrorKind::Io, format!("{}: {e}", out.display()));
+/// Every member of the tree `dir` into the zip `z` (STORED); stops at the first write error
+/// `kept` reports.
+fn add_members(
+    z: &mut zip::ZipWriter<CdzFile>,
+    dir: &Path,
+    kept: &dyn Fn() -> Option<Error>,
+) -> Result<()> {
     for m in member_list(dir)? {
         let p = dir.join(&m);
+        let zerr = |e: zip::result::ZipError| {
+            Error::new(
+                ErrorKind::Io,
+                format!("{}: adding it to the zip: {e}", p.display()),
+            )
+        };
         let size = std::fs::metadata(&p).map_err(|e| Error::io(&p, &e))?.len();
         let opts = zip::write::SimpleFileOptions::default()
             .compression_method(zip::CompressionMethod::Stored)
@@ -361,7 +447,10 @@ fn add_members(z: &mut zip::ZipWriter<BufWriter<File>>, dir: &Path, out: &Path) 
             .large_file(size >= 0xFFFF_FFFF);
         z.start_file(m.as_str(), opts).map_err(zerr)?;
         let mut src = File::open(&p).map_err(|e| Error::io(&p, &e))?;
-        std::io::copy(&mut src, z).map_err(|e| Error::io(out, &e))?;
+        std::io::copy(&mut src, z).map_err(|e| Error::io(&p, &e))?;
+        if let Some(e) = kept() {
+            return Err(e);
+        }
     }
     Ok(())
 }
