@@ -19,12 +19,20 @@ pub fn default_threads() -> usize {
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())
         .filter(|&n| n > 0)
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
+        .unwrap_or_else(cores)
         .min(MAX_THREADS)
+}
+
+/// The cores this process may use, asked once: `available_parallelism` reads the cgroup's
+/// CPU quota files on every call (open, stat, read: 2.6 % of a ChromData open, which asks
+/// for its thread count several times).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
 }
 
 /// Resolves a caller's thread count (0 = default) to the number actually used.

@@ -129,16 +129,23 @@ impl Walker<'_> {
     }
 
     /// Skips a varint without assembling it.
-    #[inline]
+    #[inline(always)]
     fn skip_varint(&mut self) -> Walk<()> {
-        let rest = &self.buf[self.pos..];
-        match rest.iter().take(10).position(|&b| b & 0x80 == 0) {
-            Some(i) => {
-                self.pos += i + 1;
-                Ok(())
+        let (buf, start) = (self.buf, self.pos);
+        let end = buf.len().min(start + 10);
+        let mut p = start;
+        while p < end {
+            let b = buf[p];
+            p += 1;
+            if b & 0x80 == 0 {
+                self.pos = p;
+                return Ok(());
             }
-            None if rest.len() < 10 => Err(Fail("truncated")),
-            None => Err(Fail("varint longer than 10 bytes")),
+        }
+        if end - start < 10 {
+            Err(Fail("truncated"))
+        } else {
+            Err(Fail("varint longer than 10 bytes"))
         }
     }
 
@@ -189,6 +196,9 @@ impl Walker<'_> {
     }
 
     /// Skips the rest of a struct (field ids are not needed, only the values' extents).
+    /// The common value types are skipped here, without a call per field: a footer is
+    /// mostly column chunks of some thirty small fields each, and this loop is most of
+    /// the walk (the walk is most of a wide store's open).
     fn skip_struct(&mut self, depth: u32) -> Walk<()> {
         if depth > MAX_DEPTH {
             return Err(Fail("nested too deeply"));
@@ -204,8 +214,31 @@ impl Walker<'_> {
             match b & 0x0f {
                 T_BOOL_TRUE | T_BOOL_FALSE => {}
                 T_I16 | T_I32 | T_I64 => self.skip_varint()?,
+                T_BINARY => {
+                    let n = self.varint()?;
+                    self.advance(n)?;
+                }
+                T_STRUCT => self.skip_struct(depth + 1)?,
+                T_LIST | T_SET => self.skip_list(depth + 1)?,
                 ty => self.skip_value(ty, depth + 1)?,
             }
+        }
+    }
+
+    /// Skips a list or set (header and elements), elements of the common types in one loop.
+    fn skip_list(&mut self, depth: u32) -> Walk<()> {
+        if depth > MAX_DEPTH {
+            return Err(Fail("nested too deeply"));
+        }
+        let (elem, n) = self.list_header()?;
+        match elem {
+            T_I16 | T_I32 | T_I64 => (0..n).try_for_each(|_| self.skip_varint()),
+            T_BINARY => (0..n).try_for_each(|_| {
+                let len = self.varint()?;
+                self.advance(len)
+            }),
+            T_STRUCT => (0..n).try_for_each(|_| self.skip_struct(depth + 1)),
+            _ => (0..n).try_for_each(|_| self.skip_value(elem, depth + 1)),
         }
     }
 
@@ -222,10 +255,7 @@ impl Walker<'_> {
                 let n = self.varint()?;
                 self.advance(n)
             }
-            T_LIST | T_SET => {
-                let (elem, n) = self.list_header()?;
-                (0..n).try_for_each(|_| self.skip_value(elem, depth + 1))
-            }
+            T_LIST | T_SET => self.skip_list(depth),
             T_MAP => {
                 let n = self.varint()?;
                 if n == 0 {

@@ -60,9 +60,7 @@ impl FileSlice {
         self.check_range(start, length)?;
         match &self.source {
             Source::File(file) => {
-                buf.clear();
-                buf.resize(length, 0);
-                read_exact_at(file, buf, self.base + start).map_err(|e| self.io_error(&e))
+                read_exact_into(file, buf, length, self.base + start).map_err(|e| self.io_error(&e))
             }
             Source::Memory(b) => {
                 let at = (self.base + start) as usize;
@@ -127,6 +125,11 @@ impl FileSlice {
         self.read_at(0, self.len as usize)
     }
 
+    /// Whether the bytes are in a local file (else behind requests to an object store).
+    pub(crate) fn is_local(&self) -> bool {
+        matches!(self.source, Source::File(_))
+    }
+
     /// Requests this slice's reads may have in flight at once: 1 for a local file, the
     /// store's `max_concurrency` at a URL (readers run that many row-group reads at once).
     pub(crate) fn request_width(&self) -> usize {
@@ -151,6 +154,69 @@ fn io_width(root: &ObjectRoot) -> usize {
 fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     file.read_exact_at(buf, offset)
+}
+
+/// Replaces `buf`'s content with the `length` bytes of `file` at `offset`, read straight
+/// into its spare capacity: zero-filling the buffer first (`resize`) was 3 % of a
+/// get_chrom, every column chunk's bytes written twice.
+#[cfg(unix)]
+fn read_exact_into(
+    file: &File,
+    buf: &mut Vec<u8>,
+    length: usize,
+    offset: u64,
+) -> std::io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    buf.clear();
+    buf.reserve(length);
+    let mut done = 0usize;
+    while done < length {
+        let at = offset
+            .checked_add(done as u64)
+            .and_then(|o| libc::off_t::try_from(o).ok())
+            .ok_or_else(|| std::io::Error::other("offset out of range"))?;
+        // SAFETY: the destination is the vector's spare capacity: `length` bytes were
+        // reserved above and `done < length` of them written, so `length - done` bytes
+        // from `as_mut_ptr() + done` lie inside the allocation; pread writes at most that
+        // many, and nothing reads them before `set_len` below.
+        let n = unsafe {
+            libc::pread(
+                file.as_raw_fd(),
+                buf.as_mut_ptr().add(done).cast(),
+                length - done,
+                at,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "failed to fill whole buffer",
+            ));
+        }
+        done += n as usize;
+    }
+    // SAFETY: the loop above wrote all `length` bytes (`length <= capacity`).
+    unsafe { buf.set_len(length) };
+    Ok(())
+}
+
+#[cfg(windows)]
+fn read_exact_into(
+    file: &File,
+    buf: &mut Vec<u8>,
+    length: usize,
+    offset: u64,
+) -> std::io::Result<()> {
+    buf.clear();
+    buf.resize(length, 0);
+    read_exact_at(file, buf, offset)
 }
 
 #[cfg(windows)]

@@ -12,6 +12,9 @@
 //! kept as slices of their groups and concatenated in output order at the end.
 
 use std::collections::{HashMap, HashSet};
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
+use std::sync::Arc;
 
 use arrow_array::{make_array, Array, ArrayRef};
 use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer};
@@ -128,8 +131,9 @@ fn plan_set(r: &SetRead<'_>) -> Result<SetPlan> {
 
 /// Where a task puts one column of its group.
 enum Dst<'a> {
-    /// Fixed-width: one output slice per piece of the group, in piece order.
-    Fixed(Vec<&'a mut [u8]>),
+    /// Fixed-width: one output slice per piece of the group, in piece order (not yet
+    /// written: the task writes every byte of them).
+    Fixed(Vec<&'a mut [MaybeUninit<u8>]>),
     /// Kept as slices, concatenated at the end.
     Slices,
 }
@@ -157,6 +161,8 @@ struct TaskOut {
     kept: Vec<(usize, usize, usize, ArrayRef)>,
     /// (read, group) when this task decoded (rather than took the group from the cache).
     decoded: Option<(usize, usize)>,
+    /// (read, name index, bytes) written into the arena, per column of the task.
+    written: Vec<(usize, usize, usize)>,
 }
 
 fn internal(what: &str) -> Error {
@@ -169,6 +175,21 @@ fn internal(what: &str) -> Error {
 /// fault per 4 KiB).
 const BATCH_ROWS: usize = 8192;
 
+/// `dst` (not yet written) becomes a copy of `src` (same length).
+fn write_bytes(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+    assert_eq!(
+        dst.len(),
+        src.len(),
+        "piece and source of different lengths"
+    );
+    // SAFETY: both slices are valid for `src.len()` bytes (checked just above), `dst` is
+    // exclusively borrowed so they cannot overlap, and writing bytes into MaybeUninit<u8>
+    // needs no initialised destination.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), src.len());
+    }
+}
+
 /// Copies the parts of the group's pieces that a batch covers, for one column: `a` holds
 /// group rows `[at, at + a.len())`.
 #[allow(clippy::too_many_arguments)]
@@ -179,7 +200,7 @@ fn place(
     dst: &mut Dst<'_>,
     (read, k): (usize, usize),
     width: Option<usize>,
-    out: &mut TaskOut,
+    (out, written): (&mut TaskOut, &mut usize),
     path: &str,
 ) -> Result<()> {
     let end = at + a.len();
@@ -211,7 +232,8 @@ fn place(
                     .get(from..from + n * w)
                     .ok_or_else(|| internal("piece outside its row group"))?;
                 let into = (s - pieces[i].src) * w;
-                slices[i][into..into + n * w].copy_from_slice(src);
+                write_bytes(&mut slices[i][into..into + n * w], src);
+                *written += n * w;
                 if let Some(nb) = a.nulls() {
                     let v = nb.inner().slice(s - at, n);
                     if v.count_set_bits() != n {
@@ -240,6 +262,7 @@ fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskO
     let ks: Vec<usize> = task.cols.iter().map(|(k, _)| *k).collect();
     let mut dsts: Vec<Dst<'_>> = task.cols.into_iter().map(|(_, d)| d).collect();
     let mut kept: Vec<Vec<ArrayRef>> = vec![Vec::new(); ks.len()];
+    let mut written = vec![0usize; ks.len()];
     let mut batch = |at: usize, arrays: Vec<ArrayRef>, out: &mut TaskOut| -> Result<()> {
         for (j, a) in arrays.into_iter().enumerate() {
             let k = ks[j];
@@ -251,7 +274,7 @@ fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskO
                 &mut dsts[j],
                 (task.read, k),
                 w,
-                out,
+                (out, &mut written[j]),
                 &file.path,
             )?;
             if task.keep {
@@ -270,6 +293,8 @@ fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskO
             })?;
         }
     }
+    out.written
+        .extend(ks.iter().zip(written).map(|(&k, b)| (task.read, k, b)));
     if task.keep {
         for (j, parts) in kept.into_iter().enumerate() {
             let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
@@ -288,21 +313,28 @@ fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskO
 /// Start of every column in the arena is a multiple of this (Arrow's preferred alignment).
 const COLUMN_ALIGN: usize = 64;
 
-/// One zeroed allocation holding every fixed-width column of a read, each at a
-/// 64-byte-aligned offset; the result's arrays are slices of it.
+/// One allocation holding every fixed-width column of a read, each at a 64-byte-aligned
+/// offset; the result's arrays are slices of it.
 ///
-/// `vec![0; n]` is a calloc: fresh pages come zeroed from the kernel and are first touched
-/// by the tasks that fill them, in parallel (an aligned zeroed allocation would memset
-/// every byte on the calling thread first: 20 % of a full read). A large arena starts on a
-/// 2 MiB boundary of a slightly larger allocation, advised for huge pages
-/// ([`crate::memory`]); untouched slack costs no resident memory.
+/// The memory is not zeroed: the tasks write every byte of every column (the pieces of a
+/// column tile it, and [`read_sets`] checks that the bytes written add up to its length
+/// before the arena becomes a buffer); only the alignment gaps between columns are zeroed
+/// here. Zeroing it was a calloc, which glibc serves from memory it keeps after a free and
+/// then clears byte by byte on the calling thread (glibc raises its mmap threshold to the
+/// size of the last large block freed, so every query after the first got reused, cleared
+/// memory: memset was 11 % of get_chrom(coords)). A large arena starts on a 2 MiB boundary
+/// of a slightly larger allocation, advised for huge pages ([`crate::memory`]); untouched
+/// slack costs no resident memory.
 struct Arena {
-    mem: Vec<u8>,
+    mem: Vec<MaybeUninit<u8>>,
     start: usize,
     /// (offset, bytes) of each fixed-width column: `cols[read][name]`.
     cols: ColumnSpans,
     len: usize,
 }
+
+/// The owner of an arena's memory once it is an Arrow buffer.
+struct ArenaMemory(#[allow(dead_code)] Vec<MaybeUninit<u8>>);
 
 impl Arena {
     fn new(plans: &[SetPlan]) -> Arena {
@@ -322,20 +354,21 @@ impl Arena {
                     .collect()
             })
             .collect();
-        if len < HUGE || !cfg!(target_os = "linux") {
-            // malloc's 16-byte alignment: the column offsets are then 16-byte aligned,
-            // enough for every fixed-width Arrow type.
-            return Arena {
-                mem: vec![0u8; len],
-                start: 0,
-                cols,
-                len,
-            };
-        }
-        let mem = vec![0u8; len + HUGE];
-        let base = mem.as_ptr() as usize;
-        let start = base.next_multiple_of(HUGE) - base;
-        advise_huge(mem[start..].as_ptr(), len);
+        let huge = len >= HUGE && cfg!(target_os = "linux");
+        // malloc's 16-byte alignment when not huge: the column offsets are then 16-byte
+        // aligned, enough for every fixed-width Arrow type.
+        let total = if huge { len + HUGE } else { len };
+        let mut mem: Vec<MaybeUninit<u8>> = Vec::with_capacity(total);
+        // SAFETY: MaybeUninit<u8> needs no initialisation and `total <= capacity`.
+        unsafe { mem.set_len(total) };
+        let start = if huge {
+            let base = mem.as_ptr() as usize;
+            let start = base.next_multiple_of(HUGE) - base;
+            advise_huge(mem[start..].as_ptr().cast(), len);
+            start
+        } else {
+            0
+        };
         Arena {
             mem,
             start,
@@ -344,8 +377,9 @@ impl Arena {
         }
     }
 
-    /// The bytes of every fixed-width column, `[read][name]`.
-    fn columns(&mut self) -> Vec<Vec<Option<&mut [u8]>>> {
+    /// The bytes of every fixed-width column, `[read][name]`, not yet written (the gaps
+    /// between them are zeroed here).
+    fn columns(&mut self) -> Vec<Vec<Option<&mut [MaybeUninit<u8>]>>> {
         let mut rest = &mut self.mem[self.start..self.start + self.len];
         let mut at = 0usize;
         let mut out = Vec::with_capacity(self.cols.len());
@@ -353,7 +387,8 @@ impl Arena {
             let mut r = Vec::with_capacity(row.len());
             for c in row {
                 r.push(c.map(|(off, len)| {
-                    let (_, tail) = std::mem::take(&mut rest).split_at_mut(off - at);
+                    let (gap, tail) = std::mem::take(&mut rest).split_at_mut(off - at);
+                    gap.fill(MaybeUninit::new(0));
                     let (col, tail) = tail.split_at_mut(len);
                     rest = tail;
                     at = off + len;
@@ -366,9 +401,37 @@ impl Arena {
     }
 
     /// The arena as one Arrow buffer (zero-copy) and the columns' (offset, bytes).
-    fn into_buffer(self) -> (Buffer, ColumnSpans) {
-        let buf = Buffer::from_vec(self.mem).slice_with_length(self.start, self.len);
-        (buf, self.cols)
+    /// `written[read][name]`: the bytes the tasks wrote into each column, which must be
+    /// its length (else the read is an internal error and the memory is dropped unread).
+    fn into_buffer(
+        self,
+        written: &HashMap<(usize, usize), usize>,
+    ) -> Result<(Buffer, ColumnSpans)> {
+        for (r, row) in self.cols.iter().enumerate() {
+            for (k, c) in row.iter().enumerate() {
+                if let Some((_, len)) = c {
+                    if written.get(&(r, k)).copied().unwrap_or(0) != *len {
+                        return Err(internal("a result column was not filled"));
+                    }
+                }
+            }
+        }
+        let ptr = self
+            .mem
+            .as_ptr()
+            .wrapping_add(self.start)
+            .cast::<u8>()
+            .cast_mut();
+        let ptr = NonNull::new(ptr).ok_or_else(|| internal("arena without memory"))?;
+        // SAFETY: `[start, start + len)` lies inside `mem`, whose heap memory does not move
+        // when the Vec is moved into the owner; every byte of it is initialised: the
+        // alignment gaps were zeroed by `columns`, and each column's bytes were written by
+        // the tasks (disjoint slices of it, whose written counts add up to its length,
+        // checked above). The owner keeps the memory alive as long as the buffer.
+        let buf = unsafe {
+            Buffer::from_custom_allocation(ptr, self.len, Arc::new(ArenaMemory(self.mem)))
+        };
+        Ok((buf, self.cols))
     }
 }
 
@@ -376,11 +439,11 @@ impl Arena {
 type ColumnSpans = Vec<Vec<Option<(usize, usize)>>>;
 
 /// One column's output cut per group and piece: `[group][piece]`.
-type GroupSlices<'a> = Vec<Vec<&'a mut [u8]>>;
+type GroupSlices<'a> = Vec<Vec<&'a mut [MaybeUninit<u8>]>>;
 
 /// Cuts `buf` (output rows × `w` bytes) into the slices of every piece, handed to the
 /// groups they belong to: `dst[group][piece]`.
-fn carve<'a>(buf: &'a mut [u8], w: usize, plan: &SetPlan) -> GroupSlices<'a> {
+fn carve<'a>(buf: &'a mut [MaybeUninit<u8>], w: usize, plan: &SetPlan) -> GroupSlices<'a> {
     let mut per_group: GroupSlices<'a> = plan
         .groups
         .iter()
@@ -417,7 +480,11 @@ pub(crate) fn read_sets(reads: &[SetRead<'_>]) -> Result<Vec<Vec<ArrayRef>>> {
     let mut decoded: HashSet<(usize, usize)> = HashSet::new();
     let mut nulls: HashMap<(usize, usize), Vec<(usize, BooleanBuffer)>> = HashMap::new();
     let mut slices: HashMap<(usize, usize), Vec<(usize, ArrayRef)>> = HashMap::new();
+    let mut written: HashMap<(usize, usize), usize> = HashMap::new();
     for o in outs {
+        for (r, k, b) in o.written {
+            *written.entry((r, k)).or_default() += b;
+        }
         for (r, k, dst, v) in o.nulls {
             nulls.entry((r, k)).or_default().push((dst, v));
         }
@@ -432,7 +499,7 @@ pub(crate) fn read_sets(reads: &[SetRead<'_>]) -> Result<Vec<Vec<ArrayRef>>> {
     }
     remember(reads, &plans, &decoded, kept);
     // Assemble each column.
-    let (buffer, offsets) = arena.into_buffer();
+    let (buffer, offsets) = arena.into_buffer(&written)?;
     let mut result = Vec::with_capacity(reads.len());
     for (r, plan) in plans.iter().enumerate() {
         let mut cols = Vec::with_capacity(plan.types.len());
@@ -461,7 +528,7 @@ pub(crate) fn read_sets(reads: &[SetRead<'_>]) -> Result<Vec<Vec<ArrayRef>>> {
 fn make_tasks<'a>(
     reads: &[SetRead<'_>],
     plans: &[SetPlan],
-    columns: Vec<Vec<Option<&'a mut [u8]>>>,
+    columns: Vec<Vec<Option<&'a mut [MaybeUninit<u8>]>>>,
 ) -> Vec<Task<'a>> {
     // dst[read][name][group] = slices of that group's pieces.
     let mut dst: Vec<Vec<Option<GroupSlices<'a>>>> = Vec::with_capacity(columns.len());

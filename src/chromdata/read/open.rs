@@ -78,9 +78,9 @@ fn open_steps(store: &Arc<Store>) -> Result<OpenStore> {
     let ld = Loader::new(store.clone(), reads.clone());
     // The index arrays and every Parquet footer, read at the same time (each check below
     // then runs in its order, on what is already read).
-    let (whole, footers) = parquet_paths(&tables, root.layout);
+    let (paths, small) = parquet_paths(&tables, root.layout);
     let ahead = || {
-        let mut other: Vec<String> = whole.iter().map(|p| table_path(p)).collect();
+        let mut other: Vec<String> = small.iter().map(|p| table_path(p)).collect();
         other.push("index/source_row/zarr.json".into());
         arrays.fetch_ahead_1d(&index::array_paths(&root), &other);
         index::load(&arrays, &root)
@@ -89,8 +89,29 @@ fn open_steps(store: &Arc<Store>) -> Result<OpenStore> {
     let threads = crate::pool::resolve_threads(0).max(store.request_width());
     let index = if threads > 1 {
         let pool = crate::pool::pool(threads)?;
-        pool.install(|| rayon::join(ahead, || ld.prefetch(&footers)))
+        if store.location.is_some() {
+            pool.install(|| {
+                rayon::join(
+                    || index::load(&arrays, &root),
+                    || ld.prefetch(&paths, &small),
+                )
+            })
             .0?
+        } else {
+            // At a URL the small files are fetched whole beside the index (`ahead`) while
+            // the spot files' footers are read; then the small ones are decoded, in
+            // parallel, from what was fetched.
+            let spot: Vec<String> = paths
+                .iter()
+                .filter(|p| small.binary_search(p).is_err())
+                .cloned()
+                .collect();
+            let index = pool
+                .install(|| rayon::join(ahead, || ld.prefetch(&spot, &[])))
+                .0?;
+            pool.install(|| ld.prefetch(&small, &small));
+            index
+        }
     } else {
         ahead()?
     };
@@ -115,10 +136,10 @@ fn open_steps(store: &Arc<Store>) -> Result<OpenStore> {
     })
 }
 
-/// Every Parquet file open reads (relative to `tables/`): those it reads whole (small
-/// tables, categories files, derived files) and those of which it reads the footer (the
-/// spot-aligned files); members missing from the metadata are left out (the checks report
-/// them).
+/// Every Parquet file open reads (relative to `tables/`): small tables, categories files,
+/// derived files and the spot-aligned files; members missing from the metadata are left
+/// out (the checks report them), widest first. Also, sorted, those open reads whole (all
+/// but the spot-aligned files).
 fn parquet_paths(
     tables: &Tables,
     layout: crate::chromdata::spec::Layout,
@@ -154,7 +175,10 @@ fn parquet_paths(
         out.push(m.path.clone());
     }
     out.extend(tables.derived.iter().map(|d| d.path.clone()));
-    let mut whole = std::mem::take(&mut out);
+    let mut small = out.clone();
+    small.sort();
+    small.dedup();
+    let first_spot = out.len();
     if let Ok(files) = sm.files("") {
         match files {
             SpotFiles::Flat { path } => out.push(path.to_string()),
@@ -180,11 +204,20 @@ fn parquet_paths(
     for l in &tables.layers {
         extra(l.placement(layout, ""));
     }
-    for v in [&mut whole, &mut out] {
-        v.sort();
-        v.dedup();
-    }
-    (whole, out)
+    // The spot-aligned files first, the extra side (spot tracks, layers: the widest
+    // footers, hundreds of row groups × all their columns) leading: the pool starts on the
+    // first items, so the longest footer walk overlaps everything else instead of ending
+    // open alone.
+    let spot: Vec<String> = out[first_spot..].iter().rev().cloned().collect();
+    // A file listed both ways (a broken store) is opened, not read ahead.
+    small.retain(|p| !spot.contains(p));
+    let mut seen = std::collections::HashSet::new();
+    let all = spot
+        .into_iter()
+        .chain(small.iter().cloned())
+        .filter(|p| seen.insert(p.clone()))
+        .collect();
+    (all, small)
 }
 
 /// The root and `tables` documents (§2–§4).
@@ -461,12 +494,11 @@ fn derived_files(
             DerivedKey::Cell => (u.n_cells, "n_cells"),
             DerivedKey::Trace => (u.n_traces, "n_traces"),
         };
-        let f = ld.table_file(&dm.path)?;
-        let b = f.read_all()?;
+        let (fpath, b) = ld.read_whole(&dm.path)?;
         if b.num_rows() as u64 != rows || dm.n_rows != rows {
             return Err(Error::format(format!(
                 "{}: derived file for key {} has {} rows (metadata {}), expected {what} = {rows}",
-                f.path,
+                fpath,
                 dm.key.name(),
                 b.num_rows(),
                 dm.n_rows

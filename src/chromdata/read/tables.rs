@@ -23,6 +23,8 @@ pub(crate) struct Loader {
     pub(crate) reads: Arc<AtomicU64>,
     /// Files opened ahead (footers read in parallel at open), by store-relative path.
     opened: Mutex<HashMap<String, ParquetFile>>,
+    /// Small files read whole ahead (in parallel at open), by store-relative path.
+    read: Mutex<HashMap<String, (String, RecordBatch)>>,
 }
 
 impl Loader {
@@ -31,25 +33,59 @@ impl Loader {
             store,
             reads,
             opened: Mutex::new(HashMap::new()),
+            read: Mutex::new(HashMap::new()),
         }
     }
 
     /// Opens `paths` (relative to `tables/`) ahead, in parallel on the library's pool, for
-    /// the checks of open to take in their own order. A file that fails to open is left
+    /// the checks of open to take in their own order, and reads the `small` ones whole
+    /// (small tables, categories, derived files). A file that fails to open or read is left
     /// out: the check that needs it opens it again and reports the error in its place.
-    pub(crate) fn prefetch(&self, paths: &[String]) {
+    pub(crate) fn prefetch(&self, paths: &[String], small: &[String]) {
         use rayon::prelude::*;
-        let opened: Vec<(String, ParquetFile)> = paths
+        let opened: Vec<(String, ParquetFile, Option<RecordBatch>)> = paths
             .par_iter()
             .filter_map(|p| {
                 let path = table_path(p);
-                ParquetFile::open(&self.store, &path, self.reads.clone())
-                    .ok()
-                    .map(|f| (path, f))
+                let f = ParquetFile::open(&self.store, &path, self.reads.clone()).ok()?;
+                let whole = match small.binary_search(p) {
+                    Ok(_) => Some(f.read_all().ok()?),
+                    Err(_) => None,
+                };
+                Some((path, f, whole))
             })
             .collect();
         let mut map = self.opened.lock().unwrap_or_else(|p| p.into_inner());
-        map.extend(opened);
+        let mut read = self.read.lock().unwrap_or_else(|p| p.into_inner());
+        for (path, f, whole) in opened {
+            match whole {
+                Some(b) => {
+                    read.insert(path, (f.path.clone(), b));
+                }
+                None => {
+                    map.insert(path, f);
+                }
+            }
+        }
+    }
+
+    /// A Parquet file (path relative to `tables/`) read whole and normalised
+    /// ([`ParquetFile::read_all`]), with its path for messages.
+    pub(crate) fn read_whole(&self, rel: &str) -> Result<(String, RecordBatch)> {
+        let path = table_path(rel);
+        let ahead = self
+            .read
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&path);
+        match ahead {
+            Some(r) => Ok(r),
+            None => {
+                let f = self.parquet(&path)?;
+                let b = f.read_all()?;
+                Ok((f.path, b))
+            }
+        }
     }
 
     /// A Parquet file by its store-relative path, footer read.
@@ -72,12 +108,11 @@ impl Loader {
 
     /// A small table read whole, normalised; checks row count and descriptor columns.
     fn small(&self, m: &SmallTable, n_rows: u64, what: &str) -> Result<RecordBatch> {
-        let f = self.table_file(&m.path)?;
-        let b = f.read_all()?;
+        let (fpath, b) = self.read_whole(&m.path)?;
         if b.num_rows() as u64 != n_rows || m.n_rows != n_rows {
             return Err(Error::format(format!(
                 "{}: {what} has {} rows (metadata n_rows {}), expected {n_rows}",
-                f.path,
+                fpath,
                 b.num_rows(),
                 m.n_rows
             )));
@@ -86,14 +121,14 @@ impl Loader {
             let Some(field) = b.schema().field_with_name(&c.name).ok().cloned() else {
                 return Err(Error::format(format!(
                     "{}: column \"{}\" described in the metadata is missing",
-                    f.path, c.name
+                    fpath, c.name
                 )));
             };
             if let ColumnType::Value(p) = &c.ty {
                 if !type_matches(field.data_type(), &p.arrow()) {
                     return Err(Error::format(format!(
                         "{}: column \"{}\" has type {}, metadata says {:?}",
-                        f.path,
+                        fpath,
                         c.name,
                         field.data_type(),
                         p
@@ -106,26 +141,25 @@ impl Loader {
 
     /// A categories file: one column `category`, `n` rows, no nulls.
     fn categories(&self, path: &str, n: u64) -> Result<ArrayRef> {
-        let f = self.table_file(path)?;
-        let b = f.read_all()?;
+        let (fpath, b) = self.read_whole(path)?;
         if b.num_columns() != 1 || b.schema().field(0).name() != "category" {
             return Err(Error::format(format!(
                 "{}: a categories file has exactly one column named \"category\"",
-                f.path
+                fpath
             )));
         }
         if b.num_rows() as u64 != n {
             return Err(Error::format(format!(
                 "{}: {} categories, metadata n_categories says {n}",
-                f.path,
+                fpath,
                 b.num_rows()
             )));
         }
-        let a = normal_categories(b.column(0), &f.path)?;
+        let a = normal_categories(b.column(0), &fpath)?;
         if a.null_count() > 0 {
             return Err(Error::format(format!(
                 "{}: categories contain nulls",
-                f.path
+                fpath
             )));
         }
         Ok(a)
