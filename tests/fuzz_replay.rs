@@ -169,6 +169,24 @@ fn parquet_panics_are_format_errors() {
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
+/// The fofct target's finding: a column name with NUL bytes was imported, and every Arrow
+/// stream of the store then failed to export its schema. The importer now refuses it.
+#[test]
+fn fofct_column_names_with_control_characters_are_refused() {
+    use deltacells::chromdata::{fofct, WriterOptions};
+    setup();
+    let input =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/fofct/nul-in-a-column-name");
+    let out = harness::scratch().join("nul-name.chromdata.zarr");
+    let e = fofct::import(&input, &out, WriterOptions::default()).unwrap_err();
+    assert_eq!(e.kind, deltacells::ErrorKind::Format, "{e}");
+    assert!(
+        e.message.contains("nul-in-a-column-name:") && e.message.contains("control character"),
+        "{e}"
+    );
+    assert!(!out.exists());
+}
+
 // ---------------------------------------------------------------------------------------
 // The seed corpus (scripts/fuzz.sh --seed runs this; not part of a normal test run)
 // ---------------------------------------------------------------------------------------

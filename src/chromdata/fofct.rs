@@ -195,6 +195,13 @@ pub fn import_observed_at(
 }
 
 fn make_cols(names: &[String], disp: &str, line: u64) -> Result<Vec<Col>> {
+    // A column name becomes an Arrow field name, which the C Data interface carries as a C
+    // string: a NUL (or any control character) would make every stream of the store fail.
+    if let Some(n) = names.iter().find(|n| n.chars().any(char::is_control)) {
+        return Err(Error::format(format!(
+            "{disp}:{line}: column name {n:?} contains a control character"
+        )));
+    }
     for (req, _) in REQUIRED {
         if !names.iter().any(|n| n == req) {
             return Err(Error::format(format!(
