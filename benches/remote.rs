@@ -13,8 +13,11 @@
 //! through the same proxy at max_concurrency 1, 4 and 16, against the same store on local
 //! disk (rows checked equal).
 //!
-//! The servers are the tests' (scripts/remote_servers.py: moto's S3 server and the latency
-//! proxy; `pip install 'moto[server]'`, done by scripts/setup.sh). Data: the benchmarks'
+//! The servers are the tests' (scripts/remote_servers.py: an S3 server and the latency
+//! proxy). The S3 server is moto (`pip install 'moto[server]'`, done by scripts/setup.sh);
+//! `--server s3s-fs` uses s3s-fs instead (crates.io, a Rust server: `cargo install
+//! --locked s3s-fs@0.14.1 --features binary`), which measured slower here. Options:
+//! `--only datasets|chromdata` runs one table. Data: the benchmarks'
 //! synthetic realistic counts (benches/synthetic), 38,000 genes, zstd 19, 8 chunks per tile,
 //! written under target/bench-remote/ once.
 
@@ -30,7 +33,7 @@ use arrow_array::types::Int32Type;
 use arrow_array::{
     ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
 };
-use deltacells::chromdata::{ChromDataWriter, Layout, WriterOptions as StoreOptions};
+use deltacells::chromdata::{ChromData, ChromDataWriter, Layout, WriterOptions as StoreOptions};
 use deltacells::dataset::paths::tile_relpath;
 use deltacells::dataset::{DatasetWriter, WriterOptions};
 use deltacells::ffi as c;
@@ -44,6 +47,10 @@ const BUCKET: &str = "dc-bench";
 
 struct Args {
     quick: bool,
+    /// `datasets` or `chromdata`: only that table (default both).
+    only: Option<String>,
+    /// `moto` (the default) or `s3s-fs`.
+    server: Option<String>,
     reps: usize,
     latency_ms: f64,
 }
@@ -51,6 +58,8 @@ struct Args {
 fn args() -> Args {
     let mut a = Args {
         quick: false,
+        only: None,
+        server: None,
         reps: 3,
         latency_ms: 20.0,
     };
@@ -61,6 +70,14 @@ fn args() -> Args {
             "--quick" => a.quick = true,
             "--reps" => {
                 a.reps = v[i + 1].parse().expect("--reps N");
+                i += 1
+            }
+            "--server" => {
+                a.server = Some(v[i + 1].clone());
+                i += 1
+            }
+            "--only" => {
+                a.only = Some(v[i + 1].clone());
                 i += 1
             }
             "--latency-ms" => {
@@ -75,20 +92,53 @@ fn args() -> Args {
     a
 }
 
-/// The test servers (moto S3 + the latency proxy in front of it); killed on drop.
+/// The test servers (an S3 server + the latency proxy in front of it); killed on drop.
 struct Servers {
     child: Child,
     s3: String,
     slow: String,
+    /// Which S3 server: "s3s-fs" or "moto".
+    name: &'static str,
+}
+
+/// The s3s-fs binary (crates.io: `cargo install --locked s3s-fs@0.14.1 --features
+/// binary`, a Rust S3 server over a directory) with `--server s3s-fs`:
+/// `$DELTACELLS_BENCH_S3S_FS`, else `s3s-fs` on the PATH or in ~/.cargo/bin. Not the default:
+/// measured here it serves a 0.75 MB GET in ~32 ms against moto's ~6 ms
+/// (docs/performance.md), so moto stays the server of the figures.
+fn s3s_fs(server: Option<&str>) -> Option<PathBuf> {
+    match server {
+        Some("moto") | None => return None,
+        Some("s3s-fs") => {}
+        Some(other) => panic!("--server {other}: moto or s3s-fs"),
+    }
+    let env = std::env::var_os("DELTACELLS_BENCH_S3S_FS").map(PathBuf::from);
+    let path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .chain(std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo/bin")))
+        .map(|d| d.join("s3s-fs"));
+    let found = env.into_iter().chain(path).find(|p| p.is_file());
+    assert!(found.is_some(), "--server s3s-fs: no s3s-fs binary found");
+    found
 }
 
 impl Servers {
-    fn start(serve_dir: &Path, latency_ms: f64) -> Servers {
-        let mut child = Command::new("python3")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/remote_servers.py"))
+    fn start(serve_dir: &Path, latency_ms: f64, server: Option<&str>) -> Servers {
+        let mut cmd = Command::new("python3");
+        cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/remote_servers.py"))
             .arg("--serve-dir")
             .arg(serve_dir)
-            .args(["--bucket", BUCKET, "--latency-ms", &latency_ms.to_string()])
+            .args(["--bucket", BUCKET, "--latency-ms", &latency_ms.to_string()]);
+        let mut name = "moto";
+        if let Some(bin) = s3s_fs(server) {
+            let data = serve_dir.with_file_name("s3s-fs-data");
+            let _ = std::fs::remove_dir_all(&data);
+            std::fs::create_dir_all(&data).unwrap();
+            cmd.arg("--s3s-fs").arg(bin).arg("--s3s-fs-dir").arg(&data);
+            name = "s3s-fs";
+        }
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -105,6 +155,7 @@ impl Servers {
             s3: get("s3"),
             slow: get("slow"),
             child,
+            name,
         }
     }
 }
@@ -416,16 +467,18 @@ fn chromdata_table(a: &Args, servers: &Servers) {
         .collect();
     println!();
     println!(
-        "ChromData (layout 2.2, {} spots) at S3 ({} ms per request) against local, through \
-         the C ABI; ms per query, medians of {}",
+        "ChromData (layout 2.2, {} spots) at S3 ({} on loopback, {} ms per request) against \
+         local, through the C ABI; ms per query, medians of {}",
         2 * cells * BINS_PER_CHROM,
+        servers.name,
         a.latency_ms,
         a.reps
     );
     println!(
-        "| store | reader | open | 10 x get_cell | get_chrom | full read | full read S3 / local |"
+        "| store | reader | open | open requests | 10 x get_cell | get_chrom | full read \
+         | full read S3 / local |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for (name, path, key) in [
         ("directory", &dir, "store/s.chromdata.zarr"),
         (".cdz", &cdz, "store/s.cdz"),
@@ -480,8 +533,11 @@ fn chromdata_table(a: &Args, servers: &Servers) {
             if label == "local" {
                 local_full = m[3];
             }
+            // Requests of one open (GET and HEAD; a coalesced ranged read counts once).
+            let o: Vec<&str> = opts.iter().map(String::as_str).collect();
+            let requests = ChromData::open_url(source, &o).unwrap().requests_sent();
             println!(
-                "| {name} | {label} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
+                "| {name} | {label} | {:.1} | {requests} | {:.1} | {:.1} | {:.1} | {:.2} |",
                 m[0],
                 m[1],
                 m[2],
@@ -500,8 +556,18 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let a = args();
     let (dir, cells, tile_size) = prepare(a.quick);
-    let servers = Servers::start(&dir, a.latency_ms);
-    upload(&dir, &servers, "ds");
+    let servers = Servers::start(&dir, a.latency_ms, a.server.as_deref());
+    if a.only.as_deref() != Some("chromdata") {
+        datasets_table(&a, &servers, &dir, cells, tile_size);
+    }
+    if a.only.as_deref() != Some("datasets") {
+        chromdata_table(&a, &servers);
+    }
+}
+
+/// Gathers at S3 against local gathers and against the bare-GET floor.
+fn datasets_table(a: &Args, servers: &Servers, dir: &Path, cells: usize, tile_size: u64) {
+    upload(dir, servers, "ds");
     let url = format!("s3://{BUCKET}/ds");
 
     // Draws of k random cells (the same for every reader), a fresh draw per repetition.
@@ -543,10 +609,10 @@ fn main() {
     };
 
     println!(
-        "Gathers from S3 (moto on loopback, {} ms per request), cache off, through the C ABI; \
+        "Gathers from S3 ({} on loopback, {} ms per request), cache off, through the C ABI; \
          medians of {} (after one warm-up). Floor: bare GETs of the touched tiles, same \
          proxy and concurrency, no decoding",
-        a.latency_ms, a.reps
+        servers.name, a.latency_ms, a.reps
     );
     println!(
         "| cells per gather | local cells/s | max_concurrency | S3 cells/s | S3 / local \
@@ -588,5 +654,4 @@ fn main() {
             );
         }
     }
-    chromdata_table(&a, &servers);
 }

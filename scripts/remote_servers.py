@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Test servers for remote storage, all on 127.0.0.1 (ephemeral ports), in one process.
 
-  s3         an S3-protocol server (moto's server mode, in process)
+  s3         an S3-protocol server (moto's server mode, in process; or, with --s3s-fs,
+             the s3s-fs binary from crates.io, a Rust server, for the benchmark)
   http       a static HTTP server with Range requests over --serve-dir (read only)
   slow       a TCP proxy to s3 that holds every request --latency-ms before forwarding it
   flaky      a TCP proxy to s3 that drops every --drop-every-th request (closes the
@@ -234,10 +235,45 @@ async def blackhole():
     return server, server.sockets[0].getsockname()[1]
 
 
+def start_s3s_fs(binary, data_dir, buckets, key, secret):
+    """s3s-fs (crates.io: `cargo install --locked s3s-fs --features binary`), a Rust S3
+    server over a directory, on a free port; buckets are directories of `data_dir`."""
+    import socket
+    import subprocess
+    import time
+
+    for bucket in buckets:
+        os.makedirs(os.path.join(data_dir, bucket), exist_ok=True)
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [binary, "--host", HOST, "--port", str(port), "--access-key", key,
+         "--secret-key", secret, data_dir],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{binary} exited with status {proc.returncode}")
+        try:
+            socket.create_connection((HOST, port), timeout=1).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{binary} did not listen on port {port} within 30 s")
+
+
 async def main_async(args):
     loop = asyncio.get_running_loop()
-    s3_port = start_moto()
-    for bucket in args.bucket:
+    s3s = None
+    if args.s3s_fs:
+        s3s, s3_port = start_s3s_fs(args.s3s_fs, args.s3s_fs_dir, args.bucket,
+                                    args.s3s_fs_key, args.s3s_fs_secret)
+    else:
+        s3_port = start_moto()
+    for bucket in [] if s3s else args.bucket:
         import urllib.request
 
         req = urllib.request.Request(f"http://{HOST}:{s3_port}/{bucket}", method="PUT")
@@ -271,6 +307,9 @@ async def main_async(args):
 
     threading.Thread(target=watch_stdin, daemon=True).start()
     await stop.wait()
+    if s3s is not None:
+        s3s.kill()
+        s3s.wait()
 
 
 def main():
@@ -281,7 +320,14 @@ def main():
     p.add_argument("--drop-every", type=int, default=3, help="the flaky proxy drops every N-th request")
     p.add_argument("--stop-after", type=int, default=0,
                    help="start the dying proxy, which stops after forwarding N requests")
+    p.add_argument("--s3s-fs", metavar="BINARY",
+                   help="serve S3 with this s3s-fs binary instead of moto (faster; benchmark)")
+    p.add_argument("--s3s-fs-dir", help="s3s-fs's data directory (required with --s3s-fs)")
+    p.add_argument("--s3s-fs-key", default="bench-key-id", help="s3s-fs's access key")
+    p.add_argument("--s3s-fs-secret", default="bench-secret", help="s3s-fs's secret key")
     args = p.parse_args()
+    if args.s3s_fs and not args.s3s_fs_dir:
+        p.error("--s3s-fs needs --s3s-fs-dir")
     asyncio.run(main_async(args))
     os._exit(0)  # moto's and the HTTP server's threads are daemons; leave at once
 

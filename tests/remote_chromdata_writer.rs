@@ -500,3 +500,74 @@ fn cli_import_fofct_to_a_url() {
     assert!(err.contains("no_such_key"), "{err}");
     assert!(!s.root("cli/x.cdz").exists("").unwrap());
 }
+
+/// Not a test of its own: the writer that `a_killed_writers_spill_is_removed_by_the_next`
+/// starts in a child process (this test binary again) and kills. Without its environment
+/// variables it does nothing.
+#[test]
+fn killed_writer_child() {
+    use std::io::Write;
+    let (Ok(url), Ok(o)) = (
+        std::env::var("DC_KILLED_WRITER_URL"),
+        std::env::var("DC_KILLED_WRITER_OPTS"),
+    ) else {
+        return;
+    };
+    let server_opts: Vec<String> = o.lines().map(str::to_string).collect();
+    let mut w = create(&url, &server_opts, opts(Layout::Flat));
+    fill(&mut w, &make_spots(60, 3), &[]);
+    // Straight to the process's stdout (the test harness captures println!).
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "SPILL {}", w.temp_dir().display()).unwrap();
+    out.flush().unwrap();
+    drop(out);
+    // Wait to be killed (at most a minute, then leave without cleaning up, as a kill would).
+    std::thread::sleep(std::time::Duration::from_secs(60));
+    std::process::exit(0);
+}
+
+#[test]
+fn a_killed_writers_spill_is_removed_by_the_next() {
+    use std::io::BufRead;
+    let Some(s) = servers() else { return };
+    let url = format!("s3://{BUCKET}/killed/k.cdz");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "killed_writer_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("DC_KILLED_WRITER_URL", &url)
+        .env("DC_KILLED_WRITER_OPTS", s.opts().join("\n"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let spill = out
+        .lines()
+        .map_while(|l| l.ok())
+        // The harness's "test killed_writer_child ... " precedes it on the line.
+        .find_map(|l| l.split_once("SPILL ").map(|(_, p)| PathBuf::from(p)))
+        .expect("the child writer reports its spill directory");
+    assert!(spill.is_dir(), "{}", spill.display());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(spill.is_dir(), "a killed writer leaves its spill directory");
+    // The next writer to a target of that name removes it (its process is gone); its own
+    // spill is removed when it is dropped.
+    let w = create(&url, &s.opts(), opts(Layout::Flat));
+    assert!(
+        !spill.exists(),
+        "{} left after the next writer",
+        spill.display()
+    );
+    let own = w.temp_dir().to_path_buf();
+    assert!(own.is_dir());
+    drop(w);
+    assert!(!own.exists());
+    assert!(
+        !s.root("killed").exists("k.cdz").unwrap(),
+        "nothing was uploaded"
+    );
+}

@@ -54,8 +54,18 @@ pub fn spill_root() -> PathBuf {
 
 /// Creates a fresh directory `<spill root>/NAME.tmp-<pid>-<random>` for an upload to an
 /// object store (`what` says whose, in messages). Errors: `NotFound` / `Io` naming it.
+/// Spill directories of writers that died (killed, or whose cleanup failed) are removed
+/// first: those named for `name` in the spill root whose process is no longer running
+/// ([`remove_stale_spills`]), as the next local write to a target removes the last one's
+/// hidden siblings.
 pub fn create_spill_dir(name: &str, what: &str) -> Result<PathBuf> {
-    let dir = spill_root().join(fresh_temp_name(name).trim_start_matches('.'));
+    create_spill_dir_in(&spill_root(), name, what)
+}
+
+/// [`create_spill_dir`] under `root`.
+pub fn create_spill_dir_in(root: &Path, name: &str, what: &str) -> Result<PathBuf> {
+    remove_stale_spills(root, name);
+    let dir = root.join(fresh_temp_name(name).trim_start_matches('.'));
     std::fs::create_dir(&dir).map_err(|e| {
         Error::io(&dir, &e).context(format_args!(
             "the local spill directory of {what} (set {SPILL_DIR_ENV} to choose another)"
@@ -151,10 +161,22 @@ pub fn create_temp_sibling(target: &Path) -> Result<TempSibling> {
 /// the same target in progress there may lose its temporary and then fail with `Io`
 /// (never a published output).
 pub fn remove_stale_temps(parent: &Path, target_name: &str) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
+    remove_dead(parent, &format!(".{target_name}"));
+}
+
+/// Removes the spill directories `NAME.tmp-<pid>-<random>` ([`create_spill_dir`]) under
+/// `root` of writers to a target named `name` whose process is no longer running: what a
+/// killed writer to an object store leaves. Same rules as [`remove_stale_temps`].
+pub fn remove_stale_spills(root: &Path, name: &str) {
+    remove_dead(root, name);
+}
+
+/// Removes the entries `STEM.tmp-<pid>-<16 hex digits>` of `dir` whose process is gone.
+fn remove_dead(dir: &Path, stem: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    let prefix = format!(".{target_name}.tmp-");
+    let prefix = format!("{stem}.tmp-");
     let me = std::process::id();
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -166,7 +188,9 @@ pub fn remove_stale_temps(parent: &Path, target_name: &str) {
         else {
             continue;
         };
-        if is_temp_name(Path::new(name)) && pid != me && !process_alive(pid) {
+        // The temporary-name shape, checked on the hidden form of the name.
+        let hidden = format!(".{}", name.trim_start_matches('.'));
+        if is_temp_name(Path::new(&hidden)) && pid != me && !process_alive(pid) {
             remove_any(&entry.path());
         }
     }
@@ -573,6 +597,40 @@ mod tests {
         write_synced(&t.dir.join("sub/a.bin"), b"abc").unwrap();
         write_synced(&t.dir.join("manifest.json"), b"{}").unwrap();
         t
+    }
+
+    /// The pid of a process that has ended (a child run and waited for).
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn a_new_spill_dir_removes_the_spills_of_dead_writers_only() {
+        let root = scratch("spills");
+        let dead = dead_pid();
+        let make = |name: &str| {
+            let d = root.join(name);
+            std::fs::create_dir_all(d.join("runs")).unwrap();
+            std::fs::write(d.join("runs/0.bin"), b"spilled").unwrap();
+            d
+        };
+        let stale = make(&format!("t.cdz.tmp-{dead}-{:016x}", 7));
+        let live = make(&format!("t.cdz.tmp-{}-{:016x}", std::process::id(), 8));
+        let other_target = make(&format!("u.cdz.tmp-{dead}-{:016x}", 9));
+        let not_ours = make(&format!("t.cdz.tmp-{dead}-notahexnumber"));
+        let fresh = create_spill_dir_in(&root, "t.cdz", "a test").unwrap();
+        assert!(fresh.is_dir());
+        assert!(!stale.exists(), "the dead writer's spill is removed");
+        assert!(live.exists(), "a live writer's spill is kept");
+        assert!(other_target.exists(), "another target's spill is kept");
+        assert!(
+            not_ours.exists(),
+            "a name not of the temporary shape is kept"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -73,6 +73,32 @@ impl RemoteUrl {
         }
     }
 
+    /// The URL of `relative` (a `/`-separated relative path, `.` and `..` allowed) resolved
+    /// against the prefix containing this URL's last component, as a relative path is
+    /// against a file's directory: `a.mcool` beside `s3://b/runs/x.cdz` is
+    /// `s3://b/runs/a.mcool`. None when `relative` is empty or absolute, or climbs above
+    /// the bucket (or host).
+    pub fn resolve_sibling(&self, relative: &str) -> Option<String> {
+        if relative.is_empty() || relative.starts_with('/') || relative.contains('\\') {
+            return None;
+        }
+        let mut parts: Vec<&str> = self.prefix.split('/').filter(|c| !c.is_empty()).collect();
+        parts.pop()?;
+        for c in relative.split('/') {
+            match c {
+                "" | "." => {}
+                ".." => {
+                    parts.pop()?;
+                }
+                c => parts.push(c),
+            }
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        Some(format!("{}/{}", self.base, parts.join("/")))
+    }
+
     /// The last component of the prefix (`pbmc` for `s3://b/data/pbmc`), or the bucket.
     pub fn file_name(&self) -> &str {
         match self.prefix.rsplit_once('/') {
@@ -299,6 +325,32 @@ mod tests {
             let e = Location::parse(bad).unwrap_err();
             assert_eq!(e.kind, ErrorKind::InvalidArgument, "{bad}");
         }
+    }
+
+    #[test]
+    fn relative_paths_resolve_beside_the_url() {
+        let u = remote("s3://b/runs/day1/x.cdz");
+        assert_eq!(
+            u.resolve_sibling("a.mcool").as_deref(),
+            Some("s3://b/runs/day1/a.mcool")
+        );
+        assert_eq!(
+            u.resolve_sibling("./linked//c.hic").as_deref(),
+            Some("s3://b/runs/day1/linked/c.hic")
+        );
+        assert_eq!(
+            u.resolve_sibling("../day2/y.h5ad").as_deref(),
+            Some("s3://b/runs/day2/y.h5ad")
+        );
+        assert_eq!(u.resolve_sibling("../../../up"), None, "above the bucket");
+        assert_eq!(u.resolve_sibling("/abs/x"), None);
+        assert_eq!(u.resolve_sibling(""), None);
+        let h = remote("https://host:8080/data/s.chromdata.zarr");
+        assert_eq!(
+            h.resolve_sibling("m.mcool").as_deref(),
+            Some("https://host:8080/data/m.mcool")
+        );
+        assert_eq!(remote("s3://b").resolve_sibling("x"), None, "no parent");
     }
 
     #[test]

@@ -15,7 +15,6 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-#[cfg(feature = "remote")]
 use std::sync::Mutex;
 
 #[cfg(feature = "remote")]
@@ -28,6 +27,8 @@ use crate::storage::OpenDir;
 #[derive(Clone, Debug)]
 enum Source {
     File(Arc<File>),
+    /// Bytes already in memory (a file fetched whole while the store opens).
+    Memory(bytes::Bytes),
     /// `rel` under an object-store root (`""`: the root object itself, a `.cdz`).
     #[cfg(feature = "remote")]
     Object {
@@ -60,6 +61,12 @@ impl FileSlice {
         match &self.source {
             Source::File(file) => {
                 read_exact_into(file, buf, length, self.base + start).map_err(|e| self.io_error(&e))
+            }
+            Source::Memory(b) => {
+                let at = (self.base + start) as usize;
+                buf.clear();
+                buf.extend_from_slice(&b[at..at + length]);
+                Ok(())
             }
             #[cfg(feature = "remote")]
             Source::Object { .. } => {
@@ -127,7 +134,7 @@ impl FileSlice {
     /// store's `max_concurrency` at a URL (readers run that many row-group reads at once).
     pub(crate) fn request_width(&self) -> usize {
         match &self.source {
-            Source::File(_) => 1,
+            Source::File(_) | Source::Memory(_) => 1,
             #[cfg(feature = "remote")]
             Source::Object { root, .. } => io_width(root),
         }
@@ -238,6 +245,9 @@ fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::R
 #[derive(Clone, Copy, Debug)]
 struct ZipMember {
     header_start: u64,
+    /// Where the next member's local header (or the central directory) starts: the
+    /// member's local header, data and data descriptor lie in `header_start..span_end`.
+    span_end: u64,
     compressed_size: u64,
     size: u64,
     stored: bool,
@@ -270,6 +280,9 @@ enum Backend {
 #[derive(Debug)]
 pub(crate) struct Store {
     backend: Backend,
+    /// Files fetched whole ahead of their reads while the store opens (`None`: known to be
+    /// missing), by store path; emptied when the open ends ([`Store::end_ahead`]).
+    ahead: Mutex<HashMap<String, Option<bytes::Bytes>>>,
     /// The path or URL the user gave, for messages.
     pub(crate) display: String,
     /// Where the store is on the local file system (the directory or the `.cdz`); `None`
@@ -302,6 +315,7 @@ impl Store {
         let md = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
         if md.is_dir() {
             return Ok(Store {
+                ahead: Mutex::default(),
                 backend: Backend::Dir(OpenDir::open(path)?),
                 display,
                 location: Some(path.to_path_buf()),
@@ -324,6 +338,7 @@ impl Store {
         let members = crate::contain::decoding(&display, || zip_members(file, &display))?;
         let file = File::open(path).map_err(|e| Error::io(path, &e))?;
         Ok(Store {
+            ahead: Mutex::default(),
             backend: Backend::Zip {
                 file: Arc::new(file),
                 members,
@@ -347,6 +362,7 @@ impl Store {
             .ends_with(".cdz");
         if !is_cdz {
             return Ok(Store {
+                ahead: Mutex::default(),
                 backend: Backend::RemoteDir(root),
                 display,
                 location: None,
@@ -362,6 +378,7 @@ impl Store {
         };
         let members = crate::contain::decoding(&display, || zip_members_remote(reader, &display))?;
         Ok(Store {
+            ahead: Mutex::default(),
             backend: Backend::RemoteZip {
                 root,
                 len,
@@ -383,9 +400,34 @@ impl Store {
         }
     }
 
+    /// The URL of a store at a URL (None for a local store).
+    pub(crate) fn remote_url(&self) -> Option<&crate::storage::RemoteUrl> {
+        match &self.backend {
+            #[cfg(feature = "remote")]
+            Backend::RemoteDir(root) | Backend::RemoteZip { root, .. } => Some(root.url()),
+            _ => None,
+        }
+    }
+
+    /// Requests (GET and HEAD) sent to the object store so far; 0 for a local store.
+    pub(crate) fn requests_sent(&self) -> u64 {
+        match &self.backend {
+            #[cfg(feature = "remote")]
+            Backend::RemoteDir(root) | Backend::RemoteZip { root, .. } => {
+                use std::sync::atomic::Ordering::Relaxed;
+                let c = root.counts();
+                c.gets.load(Relaxed) + c.heads.load(Relaxed)
+            }
+            _ => 0,
+        }
+    }
+
     /// Whether `path` exists (as a file / member). For a store at a URL this is a HEAD
     /// request, whose failure (other than a missing object) is the error.
     pub(crate) fn exists(&self, path: &str) -> Result<bool> {
+        if let Some(known) = self.ahead_of(path) {
+            return Ok(known.is_some());
+        }
         match &self.backend {
             Backend::Dir(root) => Ok(root
                 .open_file(path)
@@ -428,6 +470,14 @@ impl Store {
     /// The bytes of `path` as a slice. A missing path is `NotFound`.
     pub(crate) fn slice(&self, path: &str) -> Result<FileSlice> {
         let name: Arc<str> = Arc::from(format!("{}/{path}", self.display));
+        if let Some(Some(bytes)) = self.ahead_of(path) {
+            return Ok(FileSlice {
+                len: bytes.len() as u64,
+                source: Source::Memory(bytes),
+                base: 0,
+                name,
+            });
+        }
         match &self.backend {
             Backend::Dir(root) => {
                 check_inside(&self.display, path)?;
@@ -523,6 +573,9 @@ impl Store {
     pub(crate) fn read(&self, path: &str) -> Result<Vec<u8>> {
         #[cfg(feature = "remote")]
         if let Backend::RemoteDir(root) = &self.backend {
+            if let Some(Some(bytes)) = self.ahead_of(path) {
+                return Ok(Vec::from(bytes));
+            }
             // One GET, no HEAD first.
             check_inside(&self.display, path)?;
             return root.get(path).map(Vec::from);
@@ -533,6 +586,9 @@ impl Store {
     /// The whole content of `path`, or `None` when it does not exist (one request for a
     /// store at a URL, where `exists` then `read` would be two).
     pub(crate) fn read_opt(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        if let Some(known) = self.ahead_of(path) {
+            return Ok(known.map(Vec::from));
+        }
         #[cfg(feature = "remote")]
         if let Backend::RemoteDir(_) = &self.backend {
             return match self.read(path) {
@@ -545,6 +601,122 @@ impl Store {
             return Ok(None);
         }
         self.read(path).map(Some)
+    }
+
+    /// What [`fetch_ahead`](Store::fetch_ahead) holds for `path`: `Some(None)` when it is
+    /// known to be missing, `None` when nothing is held.
+    fn ahead_of(&self, path: &str) -> Option<Option<bytes::Bytes>> {
+        self.ahead
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(path)
+            .cloned()
+    }
+
+    /// Drops what [`fetch_ahead`](Store::fetch_ahead) holds (the end of an open: later
+    /// reads go to the store again, so nothing stays in memory for the handle's life).
+    pub(crate) fn end_ahead(&self) {
+        self.ahead.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// Fetches the files `paths` whole, concurrently (up to `max_concurrency` requests in
+    /// flight), and holds them until [`end_ahead`](Store::end_ahead) for the reads that
+    /// follow: the documents, index chunks and small tables an open reads one after the
+    /// other then cost one round trip together instead of one each. A missing file is held
+    /// as missing; a file whose request fails is not held (its read requests it again and
+    /// reports the error in its place). Local stores read nothing ahead.
+    ///
+    /// In a `.cdz`, a member is fetched with its local header in one ranged read of
+    /// `header_start .. span_end` (members near each other in one request), so its data
+    /// offset costs no request of its own.
+    pub(crate) fn fetch_ahead(&self, paths: &[String]) {
+        #[cfg(feature = "remote")]
+        {
+            let held = self.ahead.lock().unwrap_or_else(|p| p.into_inner());
+            let todo: Vec<String> = paths
+                .iter()
+                .filter(|p| !held.contains_key(p.as_str()))
+                .filter(|p| check_inside(&self.display, p).is_ok())
+                .cloned()
+                .collect();
+            drop(held);
+            if todo.is_empty() {
+                return;
+            }
+            let got = match &self.backend {
+                Backend::RemoteDir(root) => {
+                    let answers = root.get_many_opt(todo.clone());
+                    todo.into_iter()
+                        .zip(answers)
+                        .filter_map(|(p, a)| a.ok().map(|v| (p, v)))
+                        .collect()
+                }
+                Backend::RemoteZip {
+                    root,
+                    len,
+                    members,
+                    bases,
+                } => self.fetch_members(root, *len, members, bases, todo),
+                _ => Vec::new(),
+            };
+            self.ahead
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(got);
+        }
+        #[cfg(not(feature = "remote"))]
+        let _ = paths;
+    }
+
+    /// The members `paths` of a remote `.cdz` with their local headers, by coalesced ranged
+    /// reads; data offsets learned are remembered in `bases`.
+    #[cfg(feature = "remote")]
+    fn fetch_members(
+        &self,
+        root: &Arc<ObjectRoot>,
+        len: u64,
+        members: &HashMap<String, ZipMember>,
+        bases: &Mutex<HashMap<String, u64>>,
+        paths: Vec<String>,
+    ) -> Vec<(String, Option<bytes::Bytes>)> {
+        let mut out = Vec::new();
+        let mut wanted: Vec<(String, ZipMember)> = Vec::new();
+        for p in paths {
+            match members.get(&p) {
+                None => out.push((p, None)),
+                Some(m) if m.stored && m.compressed_size == m.size && m.span_end <= len => {
+                    wanted.push((p, *m))
+                }
+                // Compressed or odd members: their own read reports them.
+                Some(_) => {}
+            }
+        }
+        wanted.sort_by_key(|(_, m)| m.header_start);
+        let ranges = wanted
+            .iter()
+            .map(|(_, m)| m.header_start..m.span_end)
+            .collect();
+        let Ok(spans) = root.get_ranges("", ranges) else {
+            return out;
+        };
+        let mut learned = Vec::new();
+        for ((p, m), span) in wanted.into_iter().zip(spans) {
+            let name = format!("{}/{p}", self.display);
+            let Ok(base) = member_base(&span, &m, len, &name) else {
+                continue;
+            };
+            let at = (base - m.header_start) as usize;
+            let Some(end) = at.checked_add(m.size as usize).filter(|&e| e <= span.len()) else {
+                continue;
+            };
+            learned.push((p.clone(), base));
+            out.push((p, Some(span.slice(at..end))));
+        }
+        bases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(learned);
+        out
     }
 
     /// Reads and parses a JSON document.
@@ -607,10 +779,13 @@ fn members_of<R: Read + Seek>(reader: R, display: &str) -> Result<HashMap<String
     let mut archive = zip::ZipArchive::new(reader)
         .map_err(|e| Error::format(format!("{display}: not a readable zip archive (.cdz): {e}")))?;
     let mut members = HashMap::with_capacity(archive.len());
+    // Every entry's local header start (directories too), to find where each member ends.
+    let mut starts = Vec::with_capacity(archive.len() + 1);
     for i in 0..archive.len() {
         let m = archive
             .by_index_raw(i)
             .map_err(|e| Error::format(format!("{display}: zip member {i} unreadable: {e}")))?;
+        starts.push(m.header_start());
         if m.is_dir() {
             continue;
         }
@@ -618,11 +793,22 @@ fn members_of<R: Read + Seek>(reader: R, display: &str) -> Result<HashMap<String
             m.name().to_string(),
             ZipMember {
                 header_start: m.header_start(),
+                span_end: 0,
                 compressed_size: m.compressed_size(),
                 size: m.size(),
                 stored: m.compression() == zip::CompressionMethod::Stored,
             },
         );
+    }
+    let cd_start = archive.central_directory_start();
+    starts.sort_unstable();
+    for m in members.values_mut() {
+        let next = starts.partition_point(|&s| s <= m.header_start);
+        m.span_end = starts
+            .get(next)
+            .copied()
+            .unwrap_or(cd_start)
+            .max(m.header_start);
     }
     Ok(members)
 }

@@ -30,6 +30,41 @@ impl ArrayReader {
         }
     }
 
+    /// Fetches ahead (see [`Store::fetch_ahead`]) the documents of the 1-D `arrays` and
+    /// the files `other` (whole), then the chunks of those arrays whose documents are in
+    /// the plain encoding of §6.1: two rounds of concurrent requests for what reading the
+    /// arrays one after another would ask for one at a time. Local stores: nothing.
+    pub(crate) fn fetch_ahead_1d(&self, arrays: &[String], other: &[String]) {
+        /// Chunk keys fetched ahead at most (the rest are read when needed).
+        const MAX_CHUNKS: u64 = 4096;
+        if self.store.location.is_some() {
+            return;
+        }
+        let mut first: Vec<String> = arrays.iter().map(|a| format!("{a}/zarr.json")).collect();
+        first.extend(other.iter().cloned());
+        self.store.fetch_ahead(&first);
+        let mut chunks = Vec::new();
+        for a in arrays {
+            let Ok(Some(meta)) = self.store.read_json_opt(&format!("{a}/zarr.json")) else {
+                continue;
+            };
+            let (Some(layout), Some(n)) = (
+                PlainLayout::of(&meta),
+                meta.get("shape")
+                    .and_then(|s| s.get(0))
+                    .and_then(Value::as_u64),
+            ) else {
+                continue;
+            };
+            let n_chunks = n.div_ceil(layout.chunk);
+            if chunks.len() as u64 + n_chunks > MAX_CHUNKS {
+                continue;
+            }
+            chunks.extend((0..n_chunks).map(|k| format!("{a}/c/{k}")));
+        }
+        self.store.fetch_ahead(&chunks);
+    }
+
     /// Checks `<path>/zarr.json` describes a 1-D array of `dtype`; returns its length.
     pub(crate) fn shape_1d(&self, path: &str, dtype: &str) -> Result<u64> {
         self.meta_1d(path, dtype).map(|(n, _)| n)

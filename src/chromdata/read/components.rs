@@ -276,11 +276,26 @@ impl ChromData {
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default();
-                let parent = self.inner.store.location.as_deref().and_then(store_parent);
+                let store = &self.inner.store;
+                let parent = store.location.as_deref().and_then(store_parent);
+                // A relative path resolves against the store's directory: the local one, or
+                // at a URL the prefix holding the store.
+                let relative = |r: &str| -> Option<(String, bool)> {
+                    match (&parent, store.remote_url()) {
+                        (Some(p), _) => {
+                            let full = p.join(r);
+                            let exists = full.exists();
+                            Some((full.to_string_lossy().into_owned(), exists))
+                        }
+                        // At a URL its existence is not asked (a request per record).
+                        (None, Some(u)) => u.resolve_sibling(r).map(|url| (url, true)),
+                        (None, None) => None,
+                    }
+                };
                 Ok(Value::Array(
                     records
                         .into_iter()
-                        .map(|r| with_resolved_path(r, parent.as_deref()))
+                        .map(|r| with_resolved_path(r, &relative))
                         .collect(),
                 ))
             }
@@ -398,21 +413,25 @@ fn store_parent(location: &Path) -> Option<PathBuf> {
     abs.parent().map(Path::to_path_buf)
 }
 
-/// A contacts / links record with `resolved_path` (§12): `path` if it exists, else
-/// `relative_path` resolved against the store's parent directory if that exists, else
-/// `path`.
-fn with_resolved_path(mut record: Value, parent: Option<&Path>) -> Value {
+/// A contacts / links record with `resolved_path` (§12): `path` if it exists (on the local
+/// file system), else `relative_path` resolved by `relative` (its location, and whether
+/// it is to be taken) if that is taken, else `path`. A store at a URL takes the URL beside
+/// it without asking whether it exists.
+fn with_resolved_path(
+    mut record: Value,
+    relative: &dyn Fn(&str) -> Option<(String, bool)>,
+) -> Value {
     let Some(o) = record.as_object_mut() else {
         return record;
     };
     let path = o.get("path").and_then(Value::as_str).map(str::to_string);
-    let relative = o
+    let rel = o
         .get("relative_path")
         .and_then(Value::as_str)
-        .and_then(|r| parent.map(|p| p.join(r)));
-    let resolved = match (&path, relative) {
+        .and_then(relative);
+    let resolved = match (&path, rel) {
         (Some(p), _) if Path::new(p).exists() => Value::String(p.clone()),
-        (_, Some(r)) if r.exists() => Value::String(r.to_string_lossy().into_owned()),
+        (_, Some((r, true))) => Value::String(r),
         (Some(p), _) => Value::String(p.clone()),
         (None, _) => Value::Null,
     };

@@ -132,6 +132,40 @@ impl Arrays<'_> {
     }
 }
 
+/// The 1-D index arrays [`load`] reads for `root` (not `source_row`, of which only the
+/// document is read): what an open at a URL fetches ahead.
+pub(crate) fn array_paths(root: &Root) -> Vec<String> {
+    let mut names = vec![
+        "trace_offsets",
+        "trace_codes",
+        "trace_cells",
+        "chrom_trace",
+        "cell_offsets",
+        "cell_codes",
+        "row_groups",
+    ];
+    let partitions = ["partition_offsets", "partition_groups", "partition_chrom"];
+    match root.layout {
+        Layout::Flat => {}
+        Layout::Partitioned => {
+            names.extend(partitions);
+            names.push("cell_partition");
+        }
+        Layout::PrimaryCoords => {
+            let coords = ["row_groups", "run_offsets", "primary_run"];
+            let mut out: Vec<String> = names.iter().map(|n| format!("index/{n}")).collect();
+            out.extend(
+                coords
+                    .iter()
+                    .chain(&partitions)
+                    .map(|n| format!("index/coords/{n}")),
+            );
+            return out;
+        }
+    }
+    names.iter().map(|n| format!("index/{n}")).collect()
+}
+
 /// Reads and validates every index array except `source_row`'s content (§14).
 pub(crate) fn load(r: &ArrayReader, root: &Root) -> Result<Index> {
     let a = Arrays {

@@ -53,8 +53,20 @@ impl ChromData {
 
 /// Opens and validates `store`.
 fn open(store: Arc<Store>) -> Result<OpenStore> {
+    let opened = open_steps(&store);
+    // What was fetched ahead for the steps is not kept for the handle's life.
+    store.end_ahead();
+    opened
+}
+
+/// The steps of [`open`]. At a URL, what the steps read one after another is fetched
+/// ahead in a few rounds of concurrent requests (`Store::fetch_ahead`): the three group
+/// documents; then the index arrays' documents, the small tables and categories files
+/// (whole) and, beside them, every spot-aligned file's footer; then the index chunks.
+fn open_steps(store: &Arc<Store>) -> Result<OpenStore> {
     let d = store.display.clone();
-    let (root, tables) = read_metadata(&store)?;
+    store.fetch_ahead(&["zarr.json", "tables/zarr.json", "index/zarr.json"].map(String::from));
+    let (root, tables) = read_metadata(store)?;
     let arrays = ArrayReader::new(store.clone());
     if !store.exists("index/zarr.json")? {
         return Err(Error::new(
@@ -67,27 +79,49 @@ fn open(store: Arc<Store>) -> Result<OpenStore> {
     // The index arrays and every Parquet footer, read at the same time (each check below
     // then runs in its order, on what is already read).
     let (paths, small) = parquet_paths(&tables, root.layout);
+    let ahead = || {
+        let mut other: Vec<String> = small.iter().map(|p| table_path(p)).collect();
+        other.push("index/source_row/zarr.json".into());
+        arrays.fetch_ahead_1d(&index::array_paths(&root), &other);
+        index::load(&arrays, &root)
+    };
     // At a URL, footers are fetched up to `max_concurrency` at once.
     let threads = crate::pool::resolve_threads(0).max(store.request_width());
     let index = if threads > 1 {
         let pool = crate::pool::pool(threads)?;
-        pool.install(|| {
-            rayon::join(
-                || index::load(&arrays, &root),
-                || ld.prefetch(&paths, &small),
-            )
-        })
-        .0?
+        if store.location.is_some() {
+            pool.install(|| {
+                rayon::join(
+                    || index::load(&arrays, &root),
+                    || ld.prefetch(&paths, &small),
+                )
+            })
+            .0?
+        } else {
+            // At a URL the small files are fetched whole beside the index (`ahead`) while
+            // the spot files' footers are read; then the small ones are decoded, in
+            // parallel, from what was fetched.
+            let spot: Vec<String> = paths
+                .iter()
+                .filter(|p| small.binary_search(p).is_err())
+                .cloned()
+                .collect();
+            let index = pool
+                .install(|| rayon::join(ahead, || ld.prefetch(&spot, &[])))
+                .0?;
+            pool.install(|| ld.prefetch(&small, &small));
+            index
+        }
     } else {
-        index::load(&arrays, &root)?
+        ahead()?
     };
     let small = SmallTables::load(&ld, &root, &tables, &d)?;
     let sets = SpotFileSets::open(&ld, &root, &tables, &index, &small, &d)?;
     let derived = derived_files(&ld, &root, &tables, &d)?;
-    check_pass_through(&store, &tables)?;
+    check_pass_through(store, &tables)?;
     let columns = output_columns(&tables, &small, &derived, &d)?;
     Ok(OpenStore {
-        store,
+        store: store.clone(),
         root,
         tables,
         index,

@@ -130,6 +130,12 @@ impl ChromData {
         self.inner.reads.load(Ordering::Relaxed)
     }
 
+    /// Requests (GET and HEAD, a coalesced ranged read counting once) this handle has sent
+    /// to its object store so far; 0 for a local store. For tests and diagnostics.
+    pub fn requests_sent(&self) -> u64 {
+        self.inner.store.requests_sent()
+    }
+
     /// Original keys of a collection (§15.4 `keys`).
     pub fn keys(&self, kind: &str) -> Result<Vec<String>> {
         let t = &self.inner.tables;

@@ -194,6 +194,32 @@ impl ObjectRoot {
         })
     }
 
+    /// Objects `rels` (one GET each), `max_concurrency` in flight, each answer on its own:
+    /// the bytes, `None` for a missing object, or the request's error (in order).
+    pub fn get_many_opt(self: &Arc<Self>, rels: Vec<String>) -> Vec<Result<Option<Bytes>>> {
+        let me = self.clone();
+        let width = self.options.max_concurrency;
+        let n = rels.len();
+        runtime::block_on(async move {
+            let results: Vec<Result<Option<Bytes>>> = stream::iter(rels)
+                .map(|rel| {
+                    let me = me.clone();
+                    async move {
+                        match me.get_async(rel).await {
+                            Ok(b) => Ok(Some(b)),
+                            Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
+                            Err(e) => Err(e),
+                        }
+                    }
+                })
+                .buffered(width)
+                .collect()
+                .await;
+            Ok(results)
+        })
+        .unwrap_or_else(|e| (0..n).map(|_| Err(e.clone())).collect())
+    }
+
     /// Bytes `range` of `rel` (one ranged GET).
     pub fn get_range(self: &Arc<Self>, rel: &str, range: Range<u64>) -> Result<Bytes> {
         let me = self.clone();
