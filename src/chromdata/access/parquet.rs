@@ -389,3 +389,60 @@ impl ParquetFile {
         normalise(&b).map_err(|e| e.context(&self.path))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Array, Float32Array, RecordBatch};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+
+    /// A footer larger than the first tail read (a wide file: 40 columns × 12 row groups)
+    /// is read in two pieces and decodes to the same row groups and values as written;
+    /// a footer that fits the first read too.
+    #[test]
+    fn footers_larger_than_the_first_read() {
+        let dir = std::env::temp_dir().join(format!("dc-footer-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, cols, groups) in [("wide.parquet", 40usize, 12usize), ("narrow.parquet", 2, 2)] {
+            let rows = 5usize;
+            let batch = RecordBatch::try_from_iter((0..cols).map(|c| {
+                let v: Vec<f32> = (0..rows).map(|r| (c * 100 + r) as f32).collect();
+                (format!("c{c}"), Arc::new(Float32Array::from(v)) as ArrayRef)
+            }))
+            .unwrap();
+            let props = WriterProperties::builder()
+                .set_max_row_group_row_count(Some(rows))
+                .build();
+            let file = std::fs::File::create(dir.join(name)).unwrap();
+            let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+            for _ in 0..groups {
+                w.write(&batch).unwrap();
+                w.flush().unwrap();
+            }
+            w.close().unwrap();
+            let store = Store::open(&dir).unwrap();
+            let f = ParquetFile::open(&store, name, Arc::new(AtomicU64::new(0))).unwrap();
+            if cols == 40 {
+                assert!(
+                    f.footer.len() as u64 > TAIL_GUESS,
+                    "footer {}",
+                    f.footer.len()
+                );
+            } else {
+                assert!((f.footer.len() as u64) < TAIL_GUESS);
+            }
+            assert_eq!(f.num_row_groups(), groups);
+            assert_eq!(f.num_rows(), (rows * groups) as u64);
+            let last = f.decode_group(groups - 1, &[cols - 1]).unwrap();
+            let got = last
+                .column(0)
+                .as_any()
+                .downcast_ref::<Float32Array>()
+                .unwrap();
+            assert_eq!(got.len(), rows);
+            assert_eq!(got.value(rows - 1), ((cols - 1) * 100 + rows - 1) as f32);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
