@@ -888,6 +888,15 @@ fn decode(data: &Data, reps: usize, callgrind: Option<&str>) {
         Some("decode-ours-all") => {
             let mut ms = Vec::new();
             for _ in 0..50 {
+                if std::env::var("DC_BENCH_ONE_BETWEEN").is_ok() {
+                    std::hint::black_box(our_decode(&blob, 1, &mut out));
+                }
+                if std::env::var("DC_BENCH_FLOOR_BETWEEN").is_ok() {
+                    std::hint::black_box(floor_decode(&blob, &t, &mut scratch, &mut dctx));
+                }
+                if let Ok(v) = std::env::var("DC_BENCH_PAUSE_MS") {
+                    std::thread::sleep(std::time::Duration::from_millis(v.parse().unwrap()));
+                }
                 let t0 = Instant::now();
                 std::hint::black_box(our_decode(&blob, 0, &mut out));
                 ms.push(t0.elapsed().as_secs_f64() * 1e3);
@@ -904,17 +913,20 @@ fn decode(data: &Data, reps: usize, callgrind: Option<&str>) {
     let threads = deltacells::pool::default_threads();
     let pool = deltacells::pool::pool(threads).unwrap();
     let out = std::cell::RefCell::new(out);
-    let [ours1, floor1, ours_all, floor_all] = medians(
+    // Ours and the floor in the same order (1 thread, then all): a parallel run right after
+    // a single-threaded one on the calling thread is 2-4 ms slower than back to back (the
+    // pool's threads wake onto the CPUs again), so the order must not favour either.
+    let [ours1, ours_all, floor1, floor_all] = medians(
         reps,
         &mut [
             &mut || {
                 our_decode(&blob, 1, &mut out.borrow_mut());
             },
             &mut || {
-                std::hint::black_box(floor_decode(&blob, &t, &mut scratch, &mut dctx));
+                our_decode(&blob, 0, &mut out.borrow_mut());
             },
             &mut || {
-                our_decode(&blob, 0, &mut out.borrow_mut());
+                std::hint::black_box(floor_decode(&blob, &t, &mut scratch, &mut dctx));
             },
             &mut || {
                 // Each worker keeps its context and scratch across chunks and runs, as the
