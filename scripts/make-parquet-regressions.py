@@ -200,17 +200,18 @@ def more_values(data, col, page_type, extra):
     return replace_int(data, sub[1], int_field(data, sub[1]) + extra)
 
 
-def rewritten(data):
-    """The same table and row groups, uncompressed, no dictionary, with page checksums."""
+def rewritten(data, dictionary):
+    """The same table and row groups, uncompressed, version 1 data pages: dictionary-encoded,
+    or plain with page checksums."""
     f = pq.ParquetFile(io.BytesIO(data))
     sink = io.BytesIO()
     with pq.ParquetWriter(
         sink,
         f.schema_arrow,
         compression="NONE",
-        use_dictionary=False,
+        use_dictionary=dictionary,
         write_statistics=False,
-        write_page_checksum=True,
+        write_page_checksum=not dictionary,
         data_page_version="1.0",
     ) as w:
         for g in range(f.num_row_groups):
@@ -219,7 +220,7 @@ def rewritten(data):
 
 
 def levels_bit_packed(data, col, count=1_000_000):
-    data = rewritten(data)
+    data = rewritten(data, dictionary=False)
     meta = pq.ParquetFile(io.BytesIO(data)).metadata
     i = column_index(meta, col)
     assert meta.schema.column(i).max_definition_level == 1, f"{col}: not a nullable column"
@@ -242,27 +243,10 @@ def levels_bit_packed(data, col, count=1_000_000):
     return out[: crc[1]] + new_crc + out[crc[2]:]
 
 
-def rewritten_dictionary(data):
-    """The same table and row groups, uncompressed, dictionary-encoded."""
-    f = pq.ParquetFile(io.BytesIO(data))
-    sink = io.BytesIO()
-    with pq.ParquetWriter(
-        sink,
-        f.schema_arrow,
-        compression="NONE",
-        use_dictionary=True,
-        write_statistics=False,
-        data_page_version="1.0",
-    ) as w:
-        for g in range(f.num_row_groups):
-            w.write_table(f.read_row_group(g))
-    return sink.getvalue()
-
-
 def index_bit_width(data, col, width):
     """The first dictionary-encoded data page's index bit width (its first byte after the
     levels) set to `width`."""
-    data = rewritten_dictionary(data)
+    data = rewritten(data, dictionary=True)
     meta = pq.ParquetFile(io.BytesIO(data)).metadata
     i = column_index(meta, col)
     pos, fields = first_page(data, meta, i, DATA_PAGE)
