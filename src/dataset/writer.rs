@@ -927,30 +927,14 @@ fn upload_finished(
     remote: &std::sync::Arc<crate::storage::remote::ObjectRoot>,
     tmp: &Path,
 ) -> Result<()> {
-    let mut files = Vec::new();
-    let mut stack = vec![(tmp.to_path_buf(), String::new())];
-    while let Some((dir, rel)) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, &e))? {
-            let entry = entry.map_err(|e| Error::io(&dir, &e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let child_rel = if rel.is_empty() {
-                name.clone()
-            } else {
-                format!("{rel}/{name}")
-            };
-            let kind = entry
-                .file_type()
-                .map_err(|e| Error::io(&entry.path(), &e))?;
-            if kind.is_dir() {
-                if child_rel != paths::TILES_DIR {
-                    stack.push((entry.path(), child_rel));
-                }
-            } else if child_rel != paths::MANIFEST && !name.starts_with('.') {
-                files.push((child_rel, entry.path()));
-            }
+    remote.put_dir(tmp, |rel, is_dir| {
+        let hidden = rel.rsplit('/').next().is_some_and(|n| n.starts_with('.'));
+        if is_dir {
+            rel != paths::TILES_DIR
+        } else {
+            rel != paths::MANIFEST && !hidden
         }
-    }
-    remote.put_files(files)?;
+    })?;
     remote.put_file(paths::MANIFEST, &tmp.join(paths::MANIFEST))
 }
 

@@ -260,27 +260,6 @@ pub(crate) mod remote {
             r.delete("zarr.json")?;
             r.delete_under("")?;
         }
-        let mut files = Vec::new();
-        let mut stack = vec![(dir.to_path_buf(), String::new())];
-        while let Some((d, rel)) = stack.pop() {
-            for entry in std::fs::read_dir(&d).map_err(|e| Error::io(&d, &e))? {
-                let entry = entry.map_err(|e| Error::io(&d, &e))?;
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let child = if rel.is_empty() {
-                    name
-                } else {
-                    format!("{rel}/{name}")
-                };
-                let kind = entry
-                    .file_type()
-                    .map_err(|e| Error::io(&entry.path(), &e))?;
-                if kind.is_dir() {
-                    stack.push((entry.path(), child));
-                } else if child != "zarr.json" {
-                    files.push((child, entry.path()));
-                }
-            }
-        }
         let root_doc = dir.join("zarr.json");
         if !root_doc.is_file() {
             return Err(Error::new(
@@ -291,7 +270,7 @@ pub(crate) mod remote {
                 ),
             ));
         }
-        r.put_files(files)?;
+        r.put_dir(dir, |rel, _| rel != "zarr.json")?;
         r.put_file("zarr.json", &root_doc)
     }
 }

@@ -443,6 +443,41 @@ impl ObjectRoot {
         })
     }
 
+    /// Uploads the files under the local directory `dir` to the same relative keys, those
+    /// `keep(rel, is_dir)` accepts (a directory it refuses is not entered), as `put_files`.
+    pub fn put_dir(
+        self: &Arc<Self>,
+        dir: &FsPath,
+        keep: impl Fn(&str, bool) -> bool,
+    ) -> Result<()> {
+        let mut files = Vec::new();
+        let mut stack = vec![(dir.to_path_buf(), String::new())];
+        while let Some((d, rel)) = stack.pop() {
+            for entry in std::fs::read_dir(&d).map_err(|e| Error::io(&d, &e))? {
+                let entry = entry.map_err(|e| Error::io(&d, &e))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let child = if rel.is_empty() {
+                    name
+                } else {
+                    format!("{rel}/{name}")
+                };
+                let is_dir = entry
+                    .file_type()
+                    .map_err(|e| Error::io(&entry.path(), &e))?
+                    .is_dir();
+                if !keep(&child, is_dir) {
+                    continue;
+                }
+                if is_dir {
+                    stack.push((entry.path(), child));
+                } else {
+                    files.push((child, entry.path()));
+                }
+            }
+        }
+        self.put_files(files)
+    }
+
     /// Uploads local files (`(rel, path)` pairs), up to `max_concurrency` at a time.
     pub fn put_files(self: &Arc<Self>, files: Vec<(String, std::path::PathBuf)>) -> Result<()> {
         self.check_writable()?;
