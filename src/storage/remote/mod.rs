@@ -179,6 +179,42 @@ impl ObjectRoot {
         runtime::block_on(self.clone().get_async(rel.to_string()))
     }
 
+    /// Starts a GET of the whole object `rel` on the library's runtime and returns at once;
+    /// `done` receives the outcome on a runtime thread (exactly once: an error if the task
+    /// ends without one). The request takes a permit like any other, so requests started
+    /// this way queue behind the `max_concurrency` in flight, first started first served.
+    pub(crate) fn get_detached(
+        self: &Arc<Self>,
+        rel: String,
+        done: impl FnOnce(Result<Bytes>) + Send + 'static,
+    ) -> Result<()> {
+        /// Calls `done` with an error if the task is dropped before it called it.
+        struct Once<F: FnOnce(Result<Bytes>)>(Option<F>);
+        impl<F: FnOnce(Result<Bytes>)> Once<F> {
+            fn call(&mut self, r: Result<Bytes>) {
+                if let Some(f) = self.0.take() {
+                    f(r)
+                }
+            }
+        }
+        impl<F: FnOnce(Result<Bytes>)> Drop for Once<F> {
+            fn drop(&mut self) {
+                self.call(Err(Error::new(
+                    ErrorKind::Internal,
+                    "a remote-storage task ended without a result",
+                )));
+            }
+        }
+        let (runtime, _) = runtime::runtime()?;
+        let me = self.clone();
+        let mut done = Once(Some(done));
+        runtime.spawn(async move {
+            let r = me.get_async(rel).await;
+            done.call(r);
+        });
+        Ok(())
+    }
+
     /// Objects `rels` (one GET each), `max_concurrency` in flight; in order. The first
     /// failing object (in order) is the error.
     pub fn get_many(self: &Arc<Self>, rels: Vec<String>) -> Result<Vec<Bytes>> {
