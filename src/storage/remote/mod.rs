@@ -22,7 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use tokio::sync::Semaphore;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -276,6 +276,27 @@ impl ObjectRoot {
         runtime::block_on(async move {
             me.request(rel, "ranged GET", |c, p| async move {
                 c.get_ranges(&p, &ranges).await
+            })
+            .await
+        })
+    }
+
+    /// The last `n` bytes of `rel` (all of it when shorter) and its size, from one ranged
+    /// GET of a suffix (`Range: bytes=-n`): what a HEAD then a ranged read of the tail
+    /// would learn, in one request. Missing: `NotFound`. An empty object has no suffix
+    /// (servers answer 416): an error, as for any request refused.
+    pub fn get_suffix(self: &Arc<Self>, rel: &str, n: u64) -> Result<(u64, Bytes)> {
+        let me = self.clone();
+        let rel = rel.to_string();
+        runtime::block_on(async move {
+            me.request(rel, "ranged GET", |c, p| async move {
+                let options = GetOptions {
+                    range: Some(GetRange::Suffix(n)),
+                    ..GetOptions::default()
+                };
+                let got = c.get_opts(&p, options).await?;
+                let size = got.meta.size;
+                Ok((size, got.bytes().await?))
             })
             .await
         })
