@@ -676,10 +676,13 @@ impl Store {
         let span_end = m.span_end.min(len);
         // A data descriptor (at most 24 bytes) may follow the data.
         let tail_start = span_end.saturating_sub(n + 24).max(m.header_start);
-        let mut ranges = vec![tail_start..span_end];
-        if known.is_none() {
-            ranges.insert(0, m.header_start..m.header_start + 30);
-        }
+        let header = m.header_start..m.header_start + 30;
+        let ranges: Vec<std::ops::Range<u64>> = known
+            .is_none()
+            .then_some(header)
+            .into_iter()
+            .chain(std::iter::once(tail_start..span_end))
+            .collect();
         let got = root
             .get_ranges("", ranges)
             .map_err(|e| e.context(format_args!("{name}: local header and tail")))?;
