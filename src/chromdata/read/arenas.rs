@@ -232,8 +232,11 @@ mod tests {
     fn idle_arenas_are_freed_and_a_child_process_drops_the_parents() {
         let a = Arenas::new(4 * HUGE);
         a.give(mem(HUGE));
-        let t = &mut a.kept.lock().unwrap().free[0].1;
-        *t = t.checked_sub(IDLE).expect("a clock past IDLE");
+        {
+            let mut k = a.kept.lock().unwrap();
+            let t = k.free[0].1;
+            k.free[0].1 = t.checked_sub(IDLE).expect("a clock past IDLE");
+        }
         assert_eq!(a.kept_bytes(), 0, "idle for IDLE: freed");
         a.give(mem(HUGE));
         a.kept.lock().unwrap().pid ^= 1; // as if filled by another process
