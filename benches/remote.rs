@@ -207,7 +207,19 @@ fn with_c_args(
 struct CDataset(*mut c::dc_dataset);
 
 impl CDataset {
+    /// Opened with the decoded-data cache off (every gather reads its tiles again).
     fn open(source: &str, options: &[String]) -> CDataset {
+        let d = CDataset::open_cached(source, options);
+        // SAFETY: a live handle; cache off so every gather reads its tiles again.
+        ok(
+            unsafe { c::dc_dataset_set(d.0, c::DC_DATASET_CACHE_BYTES, 0) },
+            "dc_dataset_set",
+        );
+        d
+    }
+
+    /// Opened with the default cache (256 MiB), as the batch iterator wants it.
+    fn open_cached(source: &str, options: &[String]) -> CDataset {
         let mut h = std::ptr::null_mut();
         with_c_args(source, options, |p, opts, n| {
             // SAFETY: `p` and the `n` options at `opts` are NUL-terminated strings alive for
@@ -217,12 +229,68 @@ impl CDataset {
                 "dc_dataset_open_opts",
             )
         });
-        // SAFETY: a live handle; cache off so every gather reads its tiles again.
-        ok(
-            unsafe { c::dc_dataset_set(h, c::DC_DATASET_CACHE_BYTES, 0) },
-            "dc_dataset_set",
-        );
         CDataset(h)
+    }
+
+    /// A block-shuffled order of all `n` cells (`dc_dataset_shuffled_order`).
+    fn shuffled(&self, seed: u64, window_tiles: u32, n: usize) -> Vec<u64> {
+        let mut order = vec![0u64; n];
+        // SAFETY: a live handle; `order` has room for n = n_cells values.
+        ok(
+            unsafe {
+                c::dc_dataset_shuffled_order(self.0, seed, window_tiles, order.as_mut_ptr(), n)
+            },
+            "dc_dataset_shuffled_order",
+        );
+        order
+    }
+
+    /// Every batch of `cells` through `dc_dataset_batches` / `dc_batches_next`, as a
+    /// training loop takes them; returns the nonzeros of all batches.
+    fn epoch(&self, cells: &[u64], batch_size: usize, read_ahead: u32, out: &mut Csr) -> u64 {
+        let mut it = std::ptr::null_mut();
+        // SAFETY: a live handle; `cells` holds cells.len() values; `it` is writable.
+        ok(
+            unsafe {
+                c::dc_dataset_batches(
+                    self.0,
+                    cells.as_ptr(),
+                    cells.len(),
+                    batch_size,
+                    read_ahead,
+                    &mut it,
+                )
+            },
+            "dc_dataset_batches",
+        );
+        let mut total = 0;
+        loop {
+            let (mut rows, mut nnz) = (0u64, 0u64);
+            // SAFETY: a live iterator; indptr has room for batch_size + 1 values, indices
+            // and values for `capacity` each; no buffer overlaps another.
+            ok(
+                unsafe {
+                    c::dc_batches_next(
+                        it,
+                        c::DC_FLOAT32,
+                        out.ip.as_mut_ptr(),
+                        out.ix.as_mut_ptr(),
+                        out.vs.as_mut_ptr().cast::<c_void>(),
+                        out.ix.len() as u64,
+                        &mut rows,
+                        &mut nnz,
+                    )
+                },
+                "dc_batches_next",
+            );
+            if rows == 0 {
+                break;
+            }
+            total += nnz;
+        }
+        // SAFETY: the iterator from dc_dataset_batches, freed once.
+        unsafe { c::dc_batches_free(it) };
+        total
     }
 
     fn gather(&self, cells: &[u64], out: &mut Csr) -> u64 {
@@ -559,6 +627,7 @@ fn main() {
     let servers = Servers::start(&dir, a.latency_ms, a.server.as_deref());
     if a.only.as_deref() != Some("chromdata") {
         datasets_table(&a, &servers, &dir, cells, tile_size);
+        batches_table(&a, &servers, &dir, cells);
     }
     if a.only.as_deref() != Some("datasets") {
         chromdata_table(&a, &servers);
@@ -571,7 +640,7 @@ fn datasets_table(a: &Args, servers: &Servers, dir: &Path, cells: usize, tile_si
     let url = format!("s3://{BUCKET}/ds");
 
     // Draws of k random cells (the same for every reader), a fresh draw per repetition.
-    let ks = [100usize, 1_000];
+    let ks = [100usize, 1_000, cells];
     let mut rng = Rng(0x5eed);
     let draws: Vec<Vec<Vec<u64>>> = ks
         .iter()
@@ -581,10 +650,13 @@ fn datasets_table(a: &Args, servers: &Servers, dir: &Path, cells: usize, tile_si
                 .collect()
         })
         .collect();
+    // Room for the largest gather (all `cells` cells drawn at random, repeats allowed:
+    // about 1.2x the dataset's nonzeros at most in practice).
+    let cap = 3 * cells * 2_000;
     let mut out = Csr {
-        ip: vec![0; 1_001],
-        ix: vec![0; 10_000_000],
-        vs: vec![0.0; 10_000_000],
+        ip: vec![0; cells + 1],
+        ix: vec![0; cap],
+        vs: vec![0.0; cap],
     };
 
     let local = CDataset::open(dir.to_str().unwrap(), &[]);
@@ -651,6 +723,67 @@ fn datasets_table(a: &Args, servers: &Servers, dir: &Path, cells: usize, tile_si
                 "| {k} | {local_rate:.0} | {mc} | {ours:.0} | {:.3} | {fl:.0} | {:.3} |",
                 ours / local_rate,
                 ours / fl
+            );
+        }
+    }
+}
+
+/// Epochs of the batch iterator (`dc_dataset_batches`), block-shuffled order with windows of
+/// 2 tiles (`dc_dataset_shuffled_order`, a new seed per repetition, the same for every
+/// reader), batches of 256 cells, the default cache (256 MiB): at S3 against local, for
+/// read_ahead 2 and 4. A fresh handle per epoch (its open not timed), so that no reader
+/// starts with anything cached.
+fn batches_table(a: &Args, servers: &Servers, dir: &Path, cells: usize) {
+    const BATCH: usize = 256;
+    let url = format!("s3://{BUCKET}/ds");
+    let mut readers: Vec<(String, String, Vec<String>)> =
+        vec![("local".into(), dir.to_str().unwrap().into(), Vec::new())];
+    for mc in [1usize, 4, 16] {
+        let mut o = s3_options(&servers.slow);
+        o.push(format!("max_concurrency={mc}"));
+        readers.push((format!("{mc}"), url.clone(), o));
+    }
+    let read_aheads = [2u32, 4];
+    let mut out = Csr {
+        ip: vec![0; BATCH + 1],
+        ix: vec![0; BATCH * 40_000],
+        vs: vec![0.0; BATCH * 40_000],
+    };
+    // times[read_ahead][reader]
+    let mut times = vec![vec![Vec::new(); readers.len()]; read_aheads.len()];
+    for rep in 0..=a.reps {
+        for (ri, &ra) in read_aheads.iter().enumerate() {
+            let mut want = None;
+            for (i, (label, source, opts)) in readers.iter().enumerate() {
+                let ds = CDataset::open_cached(source, opts);
+                let order = ds.shuffled(rep as u64 + 1, 2, cells);
+                let t = Instant::now();
+                let nnz = ds.epoch(&order, BATCH, ra, &mut out);
+                let el = t.elapsed().as_secs_f64();
+                assert_eq!(*want.get_or_insert(nnz), nnz, "{label}: nonzeros differ");
+                if rep > 0 {
+                    times[ri][i].push(el);
+                }
+            }
+        }
+    }
+    println!();
+    println!(
+        "Batch iterator epochs from S3 ({} on loopback, {} ms per request) against local, \
+         through the C ABI: all {cells} cells in a block-shuffled order (windows of 2 tiles), \
+         batches of {BATCH}, default cache, a fresh handle per epoch; cells/s, medians of {}",
+        servers.name, a.latency_ms, a.reps
+    );
+    println!("| read_ahead | local cells/s | max_concurrency | S3 cells/s | S3 / local |");
+    println!("|---|---|---|---|---|");
+    for (ri, &ra) in read_aheads.iter().enumerate() {
+        let rate = |i: usize| cells as f64 / median(times[ri][i].clone());
+        let local = rate(0);
+        for (i, (label, _, _)) in readers.iter().enumerate().skip(1) {
+            println!(
+                "| {ra} | {local:.0} | {label} | {:.0} | {:.3} |",
+                rate(i),
+                rate(i) / local
             );
         }
     }

@@ -337,6 +337,33 @@ fn copy_tree(src: &Path, dst: &Path) {
     }
 }
 
+/// `ObjectRoot::get_suffix` (a store's Parquet footers at open): the object's tail and its
+/// size from one request, on the S3 server and on the Range HTTP server; all of it when the
+/// suffix is longer; a missing object is `NotFound`.
+#[test]
+fn suffix_reads_return_the_tail_and_the_size() {
+    let Some(s) = servers() else { return };
+    let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let file = s.serve_dir.join("suffix.bin");
+    std::fs::write(&file, &bytes).unwrap();
+    s.root("suffix").put_file("suffix.bin", &file).unwrap();
+    for (url, opts) in [
+        (format!("s3://{BUCKET}/suffix"), s.opts()),
+        (s.http.clone(), Vec::new()),
+    ] {
+        let root = root_at(&url, &opts);
+        for n in [1u64, 8, 65_536, 100_000, 1 << 20] {
+            let (size, tail) = root.get_suffix("suffix.bin", n).unwrap();
+            assert_eq!(size, bytes.len() as u64, "{url} n={n}");
+            let k = (n as usize).min(bytes.len());
+            assert_eq!(&tail[..], &bytes[bytes.len() - k..], "{url} n={n}");
+        }
+        let e = root.get_suffix("no-such-object", 8).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::NotFound, "{url}: {}", e.message);
+    }
+    let _ = std::fs::remove_file(&file);
+}
+
 #[test]
 fn missing_stores_are_not_found() {
     let Some((_, s)) = uploaded() else { return };

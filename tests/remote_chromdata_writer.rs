@@ -171,6 +171,40 @@ fn every_layout_and_cdz_uploaded_equal_the_local_store() {
     }
 }
 
+/// §12 path rule at a URL: a link or contacts record whose `path` is a URL under the prefix
+/// holding the store gets the `relative_path` a reader resolves beside the store's URL; a
+/// URL elsewhere (another bucket, above the prefix) gets none, and a given one is kept.
+#[test]
+fn links_beside_a_url_store_get_their_relative_path() {
+    let Some(s) = servers() else { return };
+    let spots = make_spots(50, 3);
+    for name in ["rel.cdz", "rel.chromdata.zarr"] {
+        let url = format!("s3://{BUCKET}/relative/{name}");
+        let mut w = create(&url, &s.opts(), opts(Layout::Flat));
+        fill(&mut w, &spots, &[]);
+        let links = serde_json::json!([
+            {"key": "near", "path": format!("s3://{BUCKET}/relative/linked/a.mcool"), "format": "mcool"},
+            {"key": "other", "path": "s3://another-bucket/relative/b.hic", "format": "hic"},
+            {"key": "above", "path": format!("s3://{BUCKET}/c.hic"), "format": "hic"},
+            {"key": "given", "path": format!("s3://{BUCKET}/relative/d.hic"), "format": "hic",
+             "relative_path": "e.hic"}
+        ]);
+        w.set_json("links", None, &links.to_string()).unwrap();
+        w.finish().unwrap();
+        let cd = ChromData::open_url(&url, &as_strs(&s.opts())).unwrap();
+        let got = cd.attrs("links", &[]).unwrap();
+        assert_eq!(got[0]["relative_path"], "linked/a.mcool", "{name}: {got}");
+        assert_eq!(
+            got[0]["resolved_path"],
+            format!("s3://{BUCKET}/relative/linked/a.mcool"),
+            "{name}"
+        );
+        assert!(got[1].get("relative_path").is_none(), "{name}: {got}");
+        assert!(got[2].get("relative_path").is_none(), "{name}: {got}");
+        assert_eq!(got[3]["relative_path"], "e.hic", "{name}: {got}");
+    }
+}
+
 #[test]
 fn overwrite_rules_at_a_url() {
     let Some(s) = servers() else { return };

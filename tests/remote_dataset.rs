@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use dataset_support::*;
-use deltacells::dataset::{Dataset, DatasetWriter};
+use deltacells::dataset::{Batches, Dataset, DatasetWriter};
 use deltacells::ffi::*;
 use deltacells::storage::Root;
 use deltacells::tile::ValuesOut;
@@ -184,6 +184,79 @@ fn gather_is_one_get_per_tile_and_decoded_tiles_are_cached() {
         "a second gather uses the decoded tiles"
     );
     assert!(after_order >= before);
+}
+
+/// Every batch of `cells` (batches of `batch_size`, `read_ahead` ahead) from `ds`, as
+/// (indptr, indices, values).
+fn all_batches(
+    ds: &Arc<Dataset>,
+    cells: &[u64],
+    batch_size: usize,
+    read_ahead: usize,
+) -> Vec<(Vec<i64>, Vec<i32>, Vec<i32>)> {
+    let mut it = Batches::new(ds.clone(), cells, batch_size, read_ahead).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let (_, nnz) = it.peek().unwrap();
+        let mut indptr = vec![0i64; batch_size + 1];
+        let mut indices = vec![0i32; nnz as usize];
+        let mut values = vec![0i32; nnz as usize];
+        let (rows, got) = it
+            .next_into(&mut indptr, &mut indices, ValuesOut::I32(&mut values))
+            .unwrap();
+        if rows == 0 {
+            return out;
+        }
+        assert_eq!(got, nnz);
+        indptr.truncate(rows as usize + 1);
+        out.push((indptr, indices, values));
+    }
+}
+
+#[test]
+fn batches_over_a_url_fetch_ahead_each_tile_once_and_equal_local_batches() {
+    let Some(s) = servers() else { return };
+    let dir = TempDir::new("remote-batches");
+    let input = input();
+    write_local(&dir.join("ds"), &input);
+    upload_dir(&s.root("batches/ds"), &dir.join("ds"));
+    let local = Arc::new(Dataset::open(dir.join("ds")).unwrap());
+    for (mc, read_ahead) in [(1, 1), (2, 2), (16, 4)] {
+        let mut opts = s.opts();
+        opts.push(format!("max_concurrency={mc}"));
+        let remote =
+            Arc::new(Dataset::open_url("s3://dc-test/batches/ds", &as_strs(&opts)).unwrap());
+        let counts = remote.store().remote().unwrap().clone();
+        let gets = || counts.counts().gets.load(Ordering::Relaxed);
+        // One batch per tile (tiles in a shuffled order, each tile's cells reversed): every
+        // tile is read by one batch only, so fetching ahead must not fetch any tile twice.
+        // The short last tile (5 cells) goes last, so that batches of TILE cells line up
+        // with the tiles.
+        let n_tiles = local.info().n_tiles;
+        let mut tiles: Vec<u64> = Rng::new(mc as u64)
+            .permutation(n_tiles as usize - 1)
+            .into_iter()
+            .map(|t| t as u64)
+            .collect();
+        tiles.push(n_tiles - 1);
+        let mut by_tile = Vec::new();
+        for &t in &tiles {
+            let (first, cells, _) = local.tile_bounds(t).unwrap();
+            by_tile.extend((first..first + cells).rev());
+        }
+        let before = gets();
+        let want = all_batches(&local, &by_tile, TILE as usize, read_ahead);
+        assert_eq!(
+            all_batches(&remote, &by_tile, TILE as usize, read_ahead),
+            want
+        );
+        assert_eq!(gets() - before, n_tiles, "one GET per tile (mc {mc})");
+        // A block-shuffled epoch, batches across windows: equal to the local batches.
+        let mut order = vec![0u64; N_CELLS];
+        local.shuffled_order(mc as u64, 2, &mut order).unwrap();
+        let want = all_batches(&local, &order, 20, read_ahead);
+        assert_eq!(all_batches(&remote, &order, 20, read_ahead), want);
+    }
 }
 
 #[test]

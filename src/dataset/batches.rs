@@ -128,6 +128,27 @@ fn read_ahead_job(shared: Arc<Shared>, k: usize) {
     shared.changed.notify_all();
 }
 
+/// Each tile the order reads, once, with the batch that reads it first, in order of first
+/// use (what a remote dataset's iterator fetches ahead).
+fn first_use(ds: &Dataset, cells: &[u64], batch_size: usize) -> (Vec<usize>, Vec<u64>) {
+    let starts = ds.starts();
+    let mut seen = vec![false; starts.len().saturating_sub(1)];
+    let mut out = (Vec::new(), Vec::new());
+    let (mut tile, mut range) = (0usize, 0..0);
+    for (i, &c) in cells.iter().enumerate() {
+        if !range.contains(&c) {
+            tile = starts.partition_point(|&s| s <= c) - 1;
+            range = starts[tile]..starts[tile + 1];
+        }
+        if !seen[tile] {
+            seen[tile] = true;
+            out.0.push(i / batch_size);
+            out.1.push(tile as u64);
+        }
+    }
+    out
+}
+
 /// For each batch, the tiles it reads for the last time in the order.
 fn last_use(ds: &Dataset, cells: &[u64], batch_size: usize) -> BTreeMap<usize, Vec<u64>> {
     // starts: the first cell of each tile, then n_cells.
@@ -160,6 +181,10 @@ pub struct Batches {
     n_batches: usize,
     /// Tiles whose last batch in the order is the key (their chunks are released after it).
     last_use: BTreeMap<usize, Vec<u64>>,
+    /// Remote datasets: each tile with the batch that reads it first, in order; and how
+    /// many of them are fetched or being fetched (see `schedule`).
+    ahead: (Vec<usize>, Vec<u64>),
+    ahead_done: usize,
     /// The batch handed out next.
     next: usize,
     /// Batch `next`, taken from its slot by `peek` (or kept after `BufferTooSmall`).
@@ -202,6 +227,11 @@ impl Batches {
         };
         let n_batches = cells.len().div_ceil(batch_size);
         let last_use = last_use(&ds, cells, batch_size);
+        let ahead = if ds.is_remote() {
+            first_use(&ds, cells, batch_size)
+        } else {
+            Default::default()
+        };
         let shared = Arc::new(Shared {
             ds,
             cells: cells.to_vec(),
@@ -209,13 +239,15 @@ impl Batches {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
         });
-        let b = Batches {
+        let mut b = Batches {
             shared,
             pool,
             threads,
             read_ahead,
             n_batches,
             last_use,
+            ahead,
+            ahead_done: 0,
             next: 0,
             held: None,
         };
@@ -229,8 +261,17 @@ impl Batches {
     }
 
     /// Hands batches next ..= next + read_ahead that are not yet scheduled to the pool.
-    fn schedule(&self) {
+    /// Remote datasets: first starts the fetches of the tiles those batches read first,
+    /// then of the tiles later batches read first, as long as fewer than `max_concurrency`
+    /// tiles are held or on their way: the network works ahead of the read-ahead jobs,
+    /// which block only on their own tiles, and decode each as soon as it arrives. (A tile
+    /// read again later in the order is not fetched ahead again: the cache has its chunks,
+    /// or the batch's own job fetches it.)
+    fn schedule(&mut self) {
         let last = (self.next + self.read_ahead).min(self.n_batches.saturating_sub(1));
+        if self.ahead_done < self.ahead.1.len() {
+            self.fetch_ahead(last);
+        }
         let mut st = self.shared.lock();
         for k in self.next..=last {
             if k >= self.n_batches || st.slots.contains_key(&k) {
@@ -341,6 +382,17 @@ impl Batches {
         drop(prepared);
         self.advance();
         r.map(|nnz| (rows as u64, nnz))
+    }
+
+    /// See `schedule`. A fetch that cannot start is left to the batch's own job (which
+    /// then reports the error).
+    fn fetch_ahead(&mut self, last: usize) {
+        let ds = &self.shared.ds;
+        let (batches, tiles) = (&self.ahead.0, &self.ahead.1);
+        let from = self.ahead_done;
+        let due = from + batches[from..].partition_point(|&k| k <= last);
+        let _ = ds.prefetch_remote(&tiles[from..due], |_| true);
+        self.ahead_done = due + ds.fetch_ahead(&tiles[due..]).unwrap_or(0);
     }
 
     fn advance(&mut self) {

@@ -592,9 +592,10 @@ impl Dataset {
         }))
     }
 
-    /// For a dataset on an object store, fetches the tiles of `tiles` for which `needed`
-    /// holds, `max_concurrency` requests in flight, so that the reads of one call overlap
-    /// (local datasets: nothing to do).
+    /// For a dataset on an object store, starts fetching the tiles of `tiles` for which
+    /// `needed` holds, `max_concurrency` requests in flight, and returns at once: the reads
+    /// of one call overlap, and each tile is read (indexed, decoded) as soon as its own
+    /// bytes arrive (local datasets: nothing to do).
     pub(crate) fn prefetch_remote(
         &self,
         tiles: &[u64],
@@ -603,10 +604,31 @@ impl Dataset {
         #[cfg(feature = "remote")]
         if let Some(r) = &self.remote {
             let want: Vec<u64> = tiles.iter().copied().filter(|&t| needed(t)).collect();
-            return r.prefetch(&want);
+            return r.start(&want, None).map(|_| ());
         }
         let _ = (tiles, needed);
         Ok(())
+    }
+
+    /// For a dataset on an object store, starts fetching tiles of `tiles` (the tiles the
+    /// next batches of an iterator read, in order) neither held nor on their way, until
+    /// `max_concurrency` tiles are held or on their way (or half of what may be held), and
+    /// returns at once. Returns how many entries of `tiles` it got through (started, or
+    /// held or on their way already); a local dataset: all of them.
+    pub(crate) fn fetch_ahead(&self, tiles: &[u64]) -> Result<usize> {
+        #[cfg(feature = "remote")]
+        if let Some(r) = &self.remote {
+            return r.start(tiles, Some(r.max_concurrency()));
+        }
+        Ok(tiles.len())
+    }
+
+    /// Whether the dataset's tiles are on an object store.
+    pub(crate) fn is_remote(&self) -> bool {
+        #[cfg(feature = "remote")]
+        return self.remote.is_some();
+        #[cfg(not(feature = "remote"))]
+        false
     }
 
     /// Decodes tile `t` into caller buffers: `indptr` (n_cells + 1, local to the tile),

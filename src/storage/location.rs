@@ -99,6 +99,33 @@ impl RemoteUrl {
         Some(format!("{}/{}", self.base, parts.join("/")))
     }
 
+    /// The inverse of [`resolve_sibling`](RemoteUrl::resolve_sibling): the `/`-separated
+    /// path of the URL `other` relative to the prefix containing this URL's last component
+    /// (`linked/a.mcool` for `s3://b/runs/linked/a.mcool` beside `s3://b/runs/x.cdz`), when
+    /// `other` is an object-store URL with the same base (scheme and bucket or host, spelled
+    /// the same) at or below that prefix. None otherwise (another bucket, above the store's
+    /// prefix, `.` / `..` / empty components, not a URL).
+    pub fn relative_sibling(&self, other: &str) -> Option<String> {
+        let Ok(Location::Remote(o)) = Location::parse(other) else {
+            return None;
+        };
+        if o.base != self.base {
+            return None;
+        }
+        let mut parent: Vec<&str> = self.prefix.split('/').filter(|c| !c.is_empty()).collect();
+        parent.pop()?;
+        let parts: Vec<&str> = o.prefix.split('/').collect();
+        if parts.len() <= parent.len()
+            || parts[..parent.len()] != parent[..]
+            || parts[parent.len()..]
+                .iter()
+                .any(|c| c.is_empty() || *c == "." || *c == "..")
+        {
+            return None;
+        }
+        Some(parts[parent.len()..].join("/"))
+    }
+
     /// The last component of the prefix (`pbmc` for `s3://b/data/pbmc`), or the bucket.
     pub fn file_name(&self) -> &str {
         match self.prefix.rsplit_once('/') {
@@ -325,6 +352,37 @@ mod tests {
             let e = Location::parse(bad).unwrap_err();
             assert_eq!(e.kind, ErrorKind::InvalidArgument, "{bad}");
         }
+    }
+
+    #[test]
+    fn relative_siblings_invert_resolve_sibling() {
+        let Location::Remote(u) = Location::parse("s3://b/runs/x.cdz").unwrap() else {
+            panic!("remote")
+        };
+        for (other, want) in [
+            ("s3://b/runs/linked/a.mcool", Some("linked/a.mcool")),
+            ("s3://b/runs/a.mcool", Some("a.mcool")),
+            ("s3://b/other/a.mcool", None),
+            ("s3://c/runs/a.mcool", None),
+            ("gs://b/runs/a.mcool", None),
+            ("s3://b/runs", None),
+            ("s3://b/runs/../x/a.mcool", None),
+            ("/data/runs/a.mcool", None),
+        ] {
+            let got = u.relative_sibling(other);
+            assert_eq!(got.as_deref(), want, "{other}");
+            if let Some(rel) = got {
+                assert_eq!(u.resolve_sibling(&rel).as_deref(), Some(other), "{other}");
+            }
+        }
+        // A store at the bucket's top: its siblings are the bucket's objects.
+        let Location::Remote(top) = Location::parse("s3://b/x.chromdata.zarr/").unwrap() else {
+            panic!("remote")
+        };
+        assert_eq!(
+            top.relative_sibling("s3://b/a.mcool").as_deref(),
+            Some("a.mcool")
+        );
     }
 
     #[test]

@@ -113,12 +113,16 @@ impl ParquetFile {
     /// row group are decoded when it is first read ([`footer`](super::footer)). Missing →
     /// NotFound; no valid footer (e.g. a truncated file) → Format.
     pub(crate) fn open(store: &Store, path: &str, reads: Arc<AtomicU64>) -> Result<ParquetFile> {
-        let slice = store.slice(path)?;
+        // At a URL the footer's likely bytes come with the slice (one request, not two).
+        let slice = store.slice_tail(path, TAIL_GUESS_REMOTE)?;
         let full = format!("{}/{path}", store.display);
         let invalid = |e: &dyn std::fmt::Display| {
             parquet_error(&full, format_args!("no valid Parquet footer ({e})"))
         };
         let footer = read_footer(&slice)?.map_err(|e| invalid(&e))?;
+        // The tail served the footer; the handle keeps no copy of it (a store may hold
+        // thousands of files).
+        let slice = slice.without_tail();
         let map = FooterMap::scan(&footer).map_err(|e| invalid(&e.message))?;
         // The parquet crate's decoders run contained (docs/reliability.md §1).
         let file_level = contain::decoding(&full, || {

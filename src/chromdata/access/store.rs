@@ -29,11 +29,14 @@ enum Source {
     File(Arc<File>),
     /// Bytes already in memory (a file fetched whole while the store opens).
     Memory(bytes::Bytes),
-    /// `rel` under an object-store root (`""`: the root object itself, a `.cdz`).
+    /// `rel` under an object-store root (`""`: the root object itself, a `.cdz`), and the
+    /// slice's last `tail.len()` bytes when they were fetched with it
+    /// ([`Store::slice_tail`]).
     #[cfg(feature = "remote")]
     Object {
         root: Arc<ObjectRoot>,
         rel: Arc<str>,
+        tail: bytes::Bytes,
     },
 }
 
@@ -69,7 +72,14 @@ impl FileSlice {
                 Ok(())
             }
             #[cfg(feature = "remote")]
-            Source::Object { .. } => {
+            Source::Object { tail, .. } => {
+                let tail_start = self.len - tail.len() as u64;
+                if start >= tail_start {
+                    let at = (start - tail_start) as usize;
+                    buf.clear();
+                    buf.extend_from_slice(&tail[at..at + length]);
+                    return Ok(());
+                }
                 let got = self.fetch(start, length)?;
                 buf.clear();
                 buf.extend_from_slice(&got);
@@ -81,7 +91,7 @@ impl FileSlice {
     /// One ranged GET of `length` bytes at `start` (relative to the slice).
     #[cfg(feature = "remote")]
     fn fetch(&self, start: u64, length: usize) -> Result<bytes::Bytes> {
-        let Source::Object { root, rel } = &self.source else {
+        let Source::Object { root, rel, .. } = &self.source else {
             unreachable!("fetch of a local slice")
         };
         if length == 0 {
@@ -123,6 +133,23 @@ impl FileSlice {
 
     pub(crate) fn read_all(&self) -> Result<Vec<u8>> {
         self.read_at(0, self.len as usize)
+    }
+
+    /// The same slice without the tail bytes [`Store::slice_tail`] fetched with it (its
+    /// later reads go to the object).
+    pub(crate) fn without_tail(self) -> FileSlice {
+        match self.source {
+            #[cfg(feature = "remote")]
+            Source::Object { root, rel, .. } => FileSlice {
+                source: Source::Object {
+                    root,
+                    rel,
+                    tail: bytes::Bytes::new(),
+                },
+                ..self
+            },
+            _ => self,
+        }
     }
 
     /// Whether the bytes are in a local file (else behind requests to an object store).
@@ -523,6 +550,7 @@ impl Store {
                     source: Source::Object {
                         root: root.clone(),
                         rel: Arc::from(path),
+                        tail: bytes::Bytes::new(),
                     },
                     base: 0,
                     len,
@@ -560,6 +588,7 @@ impl Store {
                     source: Source::Object {
                         root: root.clone(),
                         rel: Arc::from(""),
+                        tail: bytes::Bytes::new(),
                     },
                     base,
                     len: m.size,
@@ -567,6 +596,127 @@ impl Store {
                 })
             }
         }
+    }
+
+    /// [`slice`](Store::slice) of `path` with, at a URL, its last `n` bytes (or all of it
+    /// when shorter) fetched in the same round as what a slice needs anyway (a Parquet
+    /// footer: [`FileSlice::read_at`] of those bytes then costs no request). A directory
+    /// store's file: one suffix GET (its size comes with the bytes) instead of a HEAD; a
+    /// `.cdz` member: its local header (unless its data offset is known) and its tail by
+    /// concurrent ranged reads (one request when they are near). Local stores: `slice`.
+    pub(crate) fn slice_tail(&self, path: &str, n: u64) -> Result<FileSlice> {
+        #[cfg(feature = "remote")]
+        if !matches!(self.ahead_of(path), Some(Some(_))) {
+            match &self.backend {
+                Backend::RemoteDir(root) => return self.remote_file_tail(root, path, n),
+                Backend::RemoteZip {
+                    root,
+                    len,
+                    members,
+                    bases,
+                } => return self.remote_member_tail(root, *len, members, bases, path, n),
+                _ => {}
+            }
+        }
+        let _ = n;
+        self.slice(path)
+    }
+
+    /// See [`slice_tail`](Store::slice_tail): a file of a remote directory store.
+    #[cfg(feature = "remote")]
+    fn remote_file_tail(&self, root: &Arc<ObjectRoot>, path: &str, n: u64) -> Result<FileSlice> {
+        check_inside(&self.display, path)?;
+        let name: Arc<str> = Arc::from(format!("{}/{path}", self.display));
+        let (len, tail) = match root.get_suffix(path, n) {
+            Ok(got) => got,
+            Err(e) if e.kind == ErrorKind::NotFound => return Err(e),
+            // An empty object has no suffix (the server refuses the range): its size
+            // from a HEAD, which also reports any other refusal in its own words.
+            Err(_) => (root.size(path)?, bytes::Bytes::new()),
+        };
+        if tail.len() as u64 > len {
+            return Err(Error::format(format!(
+                "{name}: the server sent {} bytes of the tail of a {len}-byte object",
+                tail.len()
+            )));
+        }
+        Ok(FileSlice {
+            source: Source::Object {
+                root: root.clone(),
+                rel: Arc::from(path),
+                tail,
+            },
+            base: 0,
+            len,
+            name,
+        })
+    }
+
+    /// See [`slice_tail`](Store::slice_tail): a member of a remote `.cdz`. Its data end
+    /// (data offset + size) lies at or before `span_end`, so the `n` bytes before
+    /// `span_end` (and a little more, for a data descriptor) hold the member's tail
+    /// whatever its local header says.
+    #[cfg(feature = "remote")]
+    fn remote_member_tail(
+        &self,
+        root: &Arc<ObjectRoot>,
+        len: u64,
+        members: &HashMap<String, ZipMember>,
+        bases: &Mutex<HashMap<String, u64>>,
+        path: &str,
+        n: u64,
+    ) -> Result<FileSlice> {
+        let name: Arc<str> = Arc::from(format!("{}/{path}", self.display));
+        let m = self.member(members, path, &name)?;
+        let known = bases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(path)
+            .copied();
+        let span_end = m.span_end.min(len);
+        // A data descriptor (at most 24 bytes) may follow the data.
+        let tail_start = span_end.saturating_sub(n + 24).max(m.header_start);
+        let header = m.header_start..m.header_start + 30;
+        let ranges: Vec<std::ops::Range<u64>> = known
+            .is_none()
+            .then_some(header)
+            .into_iter()
+            .chain(std::iter::once(tail_start..span_end))
+            .collect();
+        let got = root
+            .get_ranges("", ranges)
+            .map_err(|e| e.context(format_args!("{name}: local header and tail")))?;
+        let base = match known {
+            Some(b) => b,
+            None => {
+                let b = member_base(&got[0], m, len, &name)?;
+                bases
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(path.to_string(), b);
+                b
+            }
+        };
+        let fetched = got.last().cloned().unwrap_or_default();
+        let data_end = base + m.size;
+        // The member's last bytes within what was fetched (none if the archive is odd:
+        // the reads then go to the object as for any slice).
+        let tail = if data_end <= tail_start + fetched.len() as u64 && data_end > tail_start {
+            let from = base.max(tail_start);
+            fetched.slice((from - tail_start) as usize..(data_end - tail_start) as usize)
+        } else {
+            bytes::Bytes::new()
+        };
+        Ok(FileSlice {
+            source: Source::Object {
+                root: root.clone(),
+                rel: Arc::from(""),
+                tail,
+            },
+            base,
+            len: m.size,
+            name,
+        })
     }
 
     /// The whole content of `path`.

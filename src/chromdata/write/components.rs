@@ -21,7 +21,7 @@ use crate::chromdata::spec::{
     ComponentKind, GroupNode, ResultAttrs, ResultType, UnsArray,
 };
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::fs;
+use crate::storage::{fs, RemoteUrl};
 
 /// Elements per chunk of the N-D arrays (about; whole rows per chunk).
 const ARRAY_CHUNK_ELEMENTS: u64 = 1 << 20;
@@ -50,6 +50,8 @@ pub(crate) struct Components {
     root: PathBuf,
     /// The directory that will contain the store (absolute), for `relative_path`.
     store_parent: Option<PathBuf>,
+    /// The store's URL when it is written to one: `relative_path` of URLs beside it.
+    store_url: Option<RemoteUrl>,
     cellm: Vec<ArrayEntry>,
     binm: Vec<ArrayEntry>,
     results: Vec<ResultEntry>,
@@ -318,15 +320,16 @@ fn write_group(root: &Path, dir: &str, attrs: &impl serde::Serialize) -> Result<
 }
 
 impl Components {
-    /// Components of the store being built at `root` for `target` (a local path; None for
-    /// a URL, where links get no `relative_path`).
-    pub(crate) fn new(root: &Path, target: Option<&Path>) -> Components {
+    /// Components of the store being built at `root` for `target` (a local path), or for
+    /// the URL `url`.
+    pub(crate) fn new(root: &Path, target: Option<&Path>, url: Option<&RemoteUrl>) -> Components {
         let store_parent = target
             .and_then(|t| std::path::absolute(t).ok())
             .and_then(|t| t.parent().map(Path::to_path_buf));
         Components {
             root: root.to_path_buf(),
             store_parent,
+            store_url: url.cloned(),
             cellm: Vec::new(),
             binm: Vec::new(),
             results: Vec::new(),
@@ -540,10 +543,12 @@ impl Components {
                 .to_string();
             o.remove("resolved_path");
             if !o.contains_key("relative_path") {
-                if let Some(rel) = self
-                    .store_parent
-                    .as_deref()
+                let local = self.store_parent.as_deref();
+                // At a URL: a `path` that is a URL under the prefix holding the store.
+                let beside_url = || self.store_url.as_ref()?.relative_sibling(&path);
+                if let Some(rel) = local
                     .and_then(|p| relative_path(&path, p))
+                    .or_else(beside_url)
                 {
                     o.insert("relative_path".into(), Value::String(rel));
                 }

@@ -205,7 +205,7 @@ impl ChromDataWriter {
             given_lists: Vec::new(),
             traces_table: None,
             cells_table: None,
-            components: Components::new(&tmp, target.local()),
+            components: Components::new(&tmp, target.local(), target.url()),
             explicit_rows: None,
             plain_strings: Vec::new(),
         };
@@ -933,7 +933,7 @@ impl ChromDataWriter {
             cells_table,
             components: std::mem::replace(
                 &mut self.components,
-                Components::new(&self.tmp, self.target.local()),
+                Components::new(&self.tmp, self.target.local(), self.target.url()),
             ),
         })
     }

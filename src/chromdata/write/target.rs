@@ -61,6 +61,15 @@ impl Target {
         }
     }
 
+    /// The URL, when the target is one.
+    pub(crate) fn url(&self) -> Option<&crate::storage::RemoteUrl> {
+        match self {
+            Target::Local(_) => None,
+            #[cfg(feature = "remote")]
+            Target::Remote(r) => Some(r.url()),
+        }
+    }
+
     /// Creates the directory the store is built in: a hidden temporary sibling of a local
     /// target, a fresh directory under the spill root for a URL.
     pub(crate) fn create_build_dir(&self) -> Result<PathBuf> {

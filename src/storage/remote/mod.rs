@@ -22,7 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use tokio::sync::Semaphore;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -179,6 +179,42 @@ impl ObjectRoot {
         runtime::block_on(self.clone().get_async(rel.to_string()))
     }
 
+    /// Starts a GET of the whole object `rel` on the library's runtime and returns at once;
+    /// `done` receives the outcome on a runtime thread (exactly once: an error if the task
+    /// ends without one). The request takes a permit like any other, so requests started
+    /// this way queue behind the `max_concurrency` in flight, first started first served.
+    pub(crate) fn get_detached(
+        self: &Arc<Self>,
+        rel: String,
+        done: impl FnOnce(Result<Bytes>) + Send + 'static,
+    ) -> Result<()> {
+        /// Calls `done` with an error if the task is dropped before it called it.
+        struct Once<F: FnOnce(Result<Bytes>)>(Option<F>);
+        impl<F: FnOnce(Result<Bytes>)> Once<F> {
+            fn call(&mut self, r: Result<Bytes>) {
+                if let Some(f) = self.0.take() {
+                    f(r)
+                }
+            }
+        }
+        impl<F: FnOnce(Result<Bytes>)> Drop for Once<F> {
+            fn drop(&mut self) {
+                self.call(Err(Error::new(
+                    ErrorKind::Internal,
+                    "a remote-storage task ended without a result",
+                )));
+            }
+        }
+        let (runtime, _) = runtime::runtime()?;
+        let me = self.clone();
+        let mut done = Once(Some(done));
+        runtime.spawn(async move {
+            let r = me.get_async(rel).await;
+            done.call(r);
+        });
+        Ok(())
+    }
+
     /// Objects `rels` (one GET each), `max_concurrency` in flight; in order. The first
     /// failing object (in order) is the error.
     pub fn get_many(self: &Arc<Self>, rels: Vec<String>) -> Result<Vec<Bytes>> {
@@ -240,6 +276,27 @@ impl ObjectRoot {
         runtime::block_on(async move {
             me.request(rel, "ranged GET", |c, p| async move {
                 c.get_ranges(&p, &ranges).await
+            })
+            .await
+        })
+    }
+
+    /// The last `n` bytes of `rel` (all of it when shorter) and its size, from one ranged
+    /// GET of a suffix (`Range: bytes=-n`): what a HEAD then a ranged read of the tail
+    /// would learn, in one request. Missing: `NotFound`. An empty object has no suffix
+    /// (servers answer 416): an error, as for any request refused.
+    pub fn get_suffix(self: &Arc<Self>, rel: &str, n: u64) -> Result<(u64, Bytes)> {
+        let me = self.clone();
+        let rel = rel.to_string();
+        runtime::block_on(async move {
+            me.request(rel, "ranged GET", |c, p| async move {
+                let options = GetOptions {
+                    range: Some(GetRange::Suffix(n)),
+                    ..GetOptions::default()
+                };
+                let got = c.get_opts(&p, options).await?;
+                let size = got.meta.size;
+                Ok((size, got.bytes().await?))
             })
             .await
         })
