@@ -281,7 +281,7 @@ fn a_missing_tile_fails_its_batch_only_and_a_dropped_iterator_leaves_the_dataset
     check_gather(
         &remote,
         &input,
-        Some(&local.gene_order().unwrap()),
+        Some(local.gene_order().unwrap()),
         &[5, 130, 229],
     );
 
