@@ -17,7 +17,8 @@
 //! proxy). The S3 server is moto (`pip install 'moto[server]'`, done by scripts/setup.sh);
 //! `--server s3s-fs` uses s3s-fs instead (crates.io, a Rust server: `cargo install
 //! --locked s3s-fs@0.14.1 --features binary`), which measured slower here. Options:
-//! `--only datasets|chromdata` runs one table. Data: the benchmarks'
+//! `--only datasets|batches|chromdata` runs the dataset tables (gathers and batch
+//! iterator), the batch iterator's alone, or the ChromData table. Data: the benchmarks'
 //! synthetic realistic counts (benches/synthetic), 38,000 genes, zstd 19, 8 chunks per tile,
 //! written under target/bench-remote/ once.
 
@@ -625,18 +626,23 @@ fn main() {
     let a = args();
     let (dir, cells, tile_size) = prepare(a.quick);
     let servers = Servers::start(&dir, a.latency_ms, a.server.as_deref());
-    if a.only.as_deref() != Some("chromdata") {
+    let only = a.only.as_deref();
+    if only != Some("chromdata") {
+        upload(&dir, &servers, "ds");
+    }
+    if matches!(only, None | Some("datasets")) {
         datasets_table(&a, &servers, &dir, cells, tile_size);
+    }
+    if matches!(only, None | Some("datasets") | Some("batches")) {
         batches_table(&a, &servers, &dir, cells);
     }
-    if a.only.as_deref() != Some("datasets") {
+    if matches!(only, None | Some("chromdata")) {
         chromdata_table(&a, &servers);
     }
 }
 
 /// Gathers at S3 against local gathers and against the bare-GET floor.
 fn datasets_table(a: &Args, servers: &Servers, dir: &Path, cells: usize, tile_size: u64) {
-    upload(dir, servers, "ds");
     let url = format!("s3://{BUCKET}/ds");
 
     // Draws of k random cells (the same for every reader), a fresh draw per repetition.

@@ -262,12 +262,13 @@ fn write_rows(
     let chrom_col = fin.schema.fields().len() - 2;
     let rows_col = chrom_col + 1;
     let order = RunOrder::of(inp.layout);
+    let part_rows_col = sinks.part_col(rows_col).unwrap_or(0);
     let mut encode = |block: RecordBatch| -> Result<()> {
         let parts = sinks.split(&block, chrom_col)?;
         if partitioned {
             for (p, b) in parts.iter().enumerate() {
                 if let Some(b) = b {
-                    src.push(p, b.column(rows_col).as_primitive::<UInt64Type>())?;
+                    src.push(p, b.column(part_rows_col).as_primitive::<UInt64Type>())?;
                 }
             }
         } else {

@@ -291,10 +291,7 @@ pub(crate) fn merge_passes(
             }
             let consumed: Vec<PathBuf> = group
                 .iter()
-                .filter_map(|r| match &r.data {
-                    RunData::File(p) => Some(p.clone()),
-                    RunData::Mem(_) => None,
-                })
+                .flat_map(|r| r.data.paths().iter().cloned())
                 .collect();
             let path = dir.join(format!("merge-{pass:03}-{k:06}.arrow"));
             k += 1;
@@ -314,7 +311,7 @@ pub(crate) fn merge_passes(
                 let _ = std::fs::remove_file(p);
             }
             next.push(RunSource {
-                data: RunData::File(path),
+                data: RunData::File(vec![path]),
                 order,
                 finalized: true,
                 batch_bytes,

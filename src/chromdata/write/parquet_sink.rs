@@ -102,6 +102,19 @@ impl ParquetSink {
         })
     }
 
+    /// Columns of the final batch this file stores.
+    pub(crate) fn columns(&self) -> &[usize] {
+        &self.cols
+    }
+
+    /// The file's blocks will be projections of the final batch to the columns `keep`
+    /// (sorted, holding all of this file's).
+    pub(crate) fn project(&mut self, keep: &[usize]) {
+        for c in self.cols.iter_mut() {
+            *c = keep.binary_search(c).unwrap_or(*c);
+        }
+    }
+
     fn err(&self, e: impl std::fmt::Display) -> Error {
         Error::new(ErrorKind::Io, format!("{}: {e}", self.path.display()))
     }

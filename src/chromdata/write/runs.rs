@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
 
 use super::columns::{self, FinalType};
 use crate::chromdata::spec::Layout;
@@ -49,7 +49,19 @@ impl RunOrder {
 /// Where a spill run lives.
 pub(crate) enum RunData {
     Mem(Vec<RecordBatch>),
-    File(PathBuf),
+    /// Arrow IPC files holding consecutive column ranges of the run (one file, or one per
+    /// column group written in parallel), whose batches are row-aligned.
+    File(Vec<PathBuf>),
+}
+
+impl RunData {
+    /// The run's files (none in memory).
+    pub(crate) fn paths(&self) -> &[PathBuf] {
+        match self {
+            RunData::Mem(_) => &[],
+            RunData::File(p) => p,
+        }
+    }
 }
 
 /// One sorted run.
@@ -86,6 +98,34 @@ pub(crate) struct RunWriter {
 /// Path of the `n`-th spilled run in the temporary directory `tmp`.
 pub(crate) fn run_path(tmp: &Path, n: usize) -> PathBuf {
     tmp.join(SPILL_DIR).join(format!("run-{n:06}.arrow"))
+}
+
+/// Path of column group `g` of the run whose first group is at `base`.
+fn group_path(base: &Path, g: usize) -> PathBuf {
+    if g == 0 {
+        return base.to_path_buf();
+    }
+    let stem = base.file_stem().unwrap_or_default().to_string_lossy();
+    base.with_file_name(format!("{stem}-g{g}.arrow"))
+}
+
+/// Consecutive column ranges of `schema` of about equal bytes per row, at most `n`.
+fn column_groups(schema: &Schema, n: usize) -> Vec<std::ops::Range<usize>> {
+    let width = |f: &FieldRef| f.data_type().primitive_width().unwrap_or(16) as u64;
+    let total: u64 = schema.fields().iter().map(width).sum();
+    let n = n.clamp(1, schema.fields().len().max(1)) as u64;
+    let mut out = Vec::new();
+    let (mut start, mut acc) = (0, 0u64);
+    for (c, f) in schema.fields().iter().enumerate() {
+        acc += width(f);
+        let cut = acc * n >= total * (out.len() as u64 + 1);
+        if cut && (out.len() as u64) < n - 1 && c + 1 < schema.fields().len() {
+            out.push(start..c + 1);
+            start = c + 1;
+        }
+    }
+    out.push(start..schema.fields().len());
+    out
 }
 
 /// Sort key of a run row: (primary key, secondary key, input row) and where the row is
@@ -137,34 +177,66 @@ fn unify_spill_types(mut batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> 
 /// Reads a spill run batch by batch.
 pub(crate) enum RunReader {
     Mem(std::vec::IntoIter<RecordBatch>),
-    File(Box<arrow_ipc::reader::FileReader<BufReader<File>>>, PathBuf),
+    /// The readers of the run's column-group files, and the whole run's schema.
+    File(Vec<(IpcReader, PathBuf)>, SchemaRef),
 }
+
+type IpcReader = arrow_ipc::reader::FileReader<BufReader<File>>;
 
 impl RunReader {
     pub(crate) fn open(src: RunData) -> Result<RunReader> {
         Ok(match src {
             RunData::Mem(v) => RunReader::Mem(v.into_iter()),
-            RunData::File(p) => {
-                let f = File::open(&p).map_err(|e| Error::io(&p, &e))?;
-                let r = arrow_ipc::reader::FileReader::try_new(BufReader::new(f), None)
-                    .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", p.display())))?;
-                RunReader::File(Box::new(r), p)
+            RunData::File(paths) => {
+                let mut parts = Vec::with_capacity(paths.len());
+                let mut fields: Vec<FieldRef> = Vec::new();
+                for p in paths {
+                    let f = File::open(&p).map_err(|e| Error::io(&p, &e))?;
+                    let r = arrow_ipc::reader::FileReader::try_new(BufReader::new(f), None)
+                        .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", p.display())))?;
+                    fields.extend(r.schema().fields().iter().cloned());
+                    parts.push((r, p));
+                }
+                RunReader::File(parts, Arc::new(Schema::new(fields)))
             }
         })
     }
 
     pub(crate) fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
-        match self {
-            RunReader::Mem(it) => Ok(it.next()),
-            RunReader::File(r, p) => match r.next() {
-                None => Ok(None),
-                Some(Ok(b)) => Ok(Some(b)),
-                Some(Err(e)) => Err(Error::new(
+        let (parts, schema) = match self {
+            RunReader::Mem(it) => return Ok(it.next()),
+            RunReader::File(parts, schema) => (parts, schema),
+        };
+        let mut cols: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        let (mut rows, mut ended) = (None, None);
+        for (r, p) in parts.iter_mut() {
+            let unreadable = |e: &str| {
+                Error::new(
                     ErrorKind::Io,
                     format!("{}: spill run unreadable: {e}", p.display()),
-                )),
-            },
+                )
+            };
+            let b = r
+                .next()
+                .transpose()
+                .map_err(|e| unreadable(&e.to_string()))?;
+            // Every column group ends after the same batch, and its batches have the rows
+            // of the other groups' batches.
+            if *ended.get_or_insert(b.is_none()) != b.is_none() {
+                return Err(unreadable("its column groups have different batch counts"));
+            }
+            if let Some(b) = b {
+                if *rows.get_or_insert(b.num_rows()) != b.num_rows() {
+                    return Err(unreadable("its column groups' batches are not aligned"));
+                }
+                cols.extend(b.columns().iter().cloned());
+            }
         }
+        let Some(rows) = rows else { return Ok(None) };
+        let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows));
+        RecordBatch::try_new_with_options(schema.clone(), cols, &opts)
+            .map(Some)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("spill run unreadable: {e}")))
     }
 }
 
@@ -222,19 +294,58 @@ pub(crate) fn sort_into_run(
             batch_bytes,
         });
     };
-    let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
-    let ioerr =
-        |e: arrow_schema::ArrowError| Error::new(ErrorKind::Io, format!("{}: {e}", path.display()));
-    let mut w =
-        arrow_ipc::writer::FileWriter::try_new(BufWriter::new(f), &schema).map_err(ioerr)?;
-    for ks in keys.chunks(rows_per) {
-        let p = piece(ks)?;
-        batch_bytes = batch_bytes.max(p.get_array_memory_size() as u64);
-        w.write(&p).map_err(ioerr)?;
+    // The column groups are gathered and written by one thread each: the kernel's copy
+    // into the page cache and the IPC encoding were the serial third of a run's spill.
+    let groups = column_groups(&schema, threads);
+    let write_group = |g: usize, cols: &std::ops::Range<usize>| -> Result<(PathBuf, u64)> {
+        let path = group_path(&path, g);
+        let ioerr = |e: arrow_schema::ArrowError| {
+            Error::new(ErrorKind::Io, format!("{}: {e}", path.display()))
+        };
+        let gschema = Arc::new(Schema::new(schema.fields()[cols.clone()].to_vec()));
+        let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
+        let mut w =
+            arrow_ipc::writer::FileWriter::try_new(BufWriter::new(f), &gschema).map_err(ioerr)?;
+        let mut bytes = 0u64;
+        for ks in keys.chunks(rows_per) {
+            let idx: Vec<(usize, usize)> =
+                ks.iter().map(|k| (k.3 as usize, k.4 as usize)).collect();
+            let arrays = columns[cols.clone()]
+                .iter()
+                .map(|a| arrow_select::interleave::interleave(a, &idx))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))?;
+            let p = RecordBatch::try_new(gschema.clone(), arrays)
+                .map_err(|e| Error::new(ErrorKind::Internal, format!("spill: {e}")))?;
+            bytes = bytes.max(p.get_array_memory_size() as u64);
+            w.write(&p).map_err(ioerr)?;
+        }
+        w.finish().map_err(ioerr)?;
+        Ok((path, bytes))
+    };
+    let written: Vec<Result<(PathBuf, u64)>> = match &pool {
+        Some(pool) if groups.len() > 1 => pool.install(|| {
+            use rayon::prelude::*;
+            groups
+                .par_iter()
+                .enumerate()
+                .map(|(g, cols)| write_group(g, cols))
+                .collect()
+        }),
+        _ => groups
+            .iter()
+            .enumerate()
+            .map(|(g, cols)| write_group(g, cols))
+            .collect(),
+    };
+    let mut paths = Vec::with_capacity(written.len());
+    for r in written {
+        let (p, bytes) = r?;
+        paths.push(p);
+        batch_bytes += bytes;
     }
-    w.finish().map_err(ioerr)?;
     Ok(RunSource {
-        data: RunData::File(path),
+        data: RunData::File(paths),
         order,
         finalized: false,
         batch_bytes,
@@ -342,10 +453,7 @@ pub(crate) fn resort_run(
     if !matches!(run.data, RunData::File(_)) {
         out.path = None;
     }
-    let old = match &run.data {
-        RunData::File(p) => Some(p.clone()),
-        RunData::Mem(_) => None,
-    };
+    let old = run.data.paths().to_vec();
     let mut reader = RunReader::open(run.data)?;
     let mut batches = Vec::new();
     while let Some(b) = reader.next_batch()? {
@@ -361,7 +469,7 @@ pub(crate) fn resort_run(
         });
     }
     let r = sort_into_run(batches, order, ranks, out)?;
-    if let Some(p) = old {
+    for p in old {
         let _ = std::fs::remove_file(p);
     }
     Ok(r)

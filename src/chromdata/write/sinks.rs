@@ -123,6 +123,9 @@ pub(crate) struct Sinks {
     pub(crate) list: Vec<ParquetSink>,
     /// Partition (sink `part`) of each chromosome code.
     pub(crate) part_of_chrom: HashMap<i32, usize>,
+    /// Columns of the final batch that a partition's slice keeps (sorted): those its sinks
+    /// store, and the input row.
+    part_cols: Vec<usize>,
     pub(crate) spot_files: SpotFilesMeta,
     pub(crate) tracks_meta: Option<spec::TracksEntry>,
     pub(crate) layers_meta: Vec<spec::LayerEntry>,
@@ -204,6 +207,7 @@ impl Sinks {
         let mut s = Sinks {
             list: Vec::new(),
             part_of_chrom: HashMap::new(),
+            part_cols: Vec::new(),
             spot_files: SpotFilesMeta::default(),
             tracks_meta: (!cols.tracks.is_empty()).then(|| spec::TracksEntry {
                 path: None,
@@ -307,11 +311,34 @@ impl Sinks {
                 s.spot_files.coords_files = Some(files);
             }
         }
+        s.project_parts(fin_schema.fields().len() - 1);
         Ok(s)
     }
 
-    /// Per-partition slices of a merged block (by its chromosome column `chrom_col`); None
-    /// for partitions the block has no rows of.
+    /// Partition slices keep only the columns their sinks store, and the input row
+    /// (`rows_col`): a 2.2 block's coords slices then copy 6 columns, not all of them
+    /// (the whole block's 60 tracks were copied again, on the encoder's thread).
+    fn project_parts(&mut self, rows_col: usize) {
+        let mut keep = vec![rows_col];
+        for s in self.list.iter().filter(|s| s.part.is_some()) {
+            keep.extend(s.columns());
+        }
+        keep.sort_unstable();
+        keep.dedup();
+        for s in self.list.iter_mut().filter(|s| s.part.is_some()) {
+            s.project(&keep);
+        }
+        self.part_cols = keep;
+    }
+
+    /// Column of a partition slice that holds the final batch's column `c`, if it keeps it.
+    pub(crate) fn part_col(&self, c: usize) -> Option<usize> {
+        self.part_cols.binary_search(&c).ok()
+    }
+
+    /// Per-partition slices of a merged block (by its chromosome column `chrom_col`), of
+    /// the columns partition sinks store and the input row (see `part_col`); None for
+    /// partitions the block has no rows of.
     pub(crate) fn split(
         &self,
         block: &RecordBatch,
@@ -327,11 +354,14 @@ impl Sinks {
         for (i, c) in chrom.values().iter().enumerate() {
             idx[self.part_of_chrom[c]].push(i as u32);
         }
+        let projected = block
+            .project(&self.part_cols)
+            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
         for (p, ix) in idx.into_iter().enumerate() {
             if ix.is_empty() {
                 continue;
             }
-            let b = arrow_select::take::take_record_batch(block, &UInt32Array::from(ix))
+            let b = arrow_select::take::take_record_batch(&projected, &UInt32Array::from(ix))
                 .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
             parts[p] = Some(b);
         }
