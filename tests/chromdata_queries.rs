@@ -475,3 +475,69 @@ fn partitioned_queries_match_the_reference() {
 fn primary_coords_queries_match_the_reference() {
     random_stores(Layout::PrimaryCoords);
 }
+
+/// Results over 2 MiB: a handle keeps a released result's memory and hands it to its next
+/// read (in test builds filled with garbage first). Reads of other column sets, sizes and
+/// orders on one handle must still equal the reference, and the memory must be kept.
+#[test]
+fn reused_result_memory_gives_the_same_answers() {
+    let c = Case {
+        seed: 7,
+        n: 60_000,
+        cells: true,
+        coord_f32: false,
+        n_traces: 7,
+        n_cells: 4,
+        n_chroms: 3,
+    };
+    let d = make(&c);
+    let dir = tmpdir("reuse");
+    let path = dir.join("s22.chromdata.zarr");
+    let opts = WriterOptions {
+        layout: Layout::PrimaryCoords,
+        row_group_size: 5000,
+        coords_row_group_size: 3000,
+        ..WriterOptions::default()
+    };
+    let mut w = ChromDataWriter::create(&path, opts).unwrap();
+    w.append(d.input.clone()).unwrap();
+    w.finish().unwrap();
+    let cd = ChromData::open(&path).unwrap();
+    let all = d.names();
+    // All columns but spot_id: every later column sits 8 bytes per row earlier.
+    let fewer: Vec<String> = all.iter().filter(|n| *n != "spot_id").cloned().collect();
+    let sets = [
+        (Columns::All, all.clone()),
+        (Columns::Names(fewer.clone()), fewer),
+    ];
+    let mut kept = 0;
+    for round in 0..2 {
+        for (cols, names) in &sets {
+            let what = format!("round {round} {cols:?}");
+            let got = cd.read_spots(false, cols).unwrap();
+            assert_same(
+                &got,
+                &d.answer(|_| true, names),
+                &format!("{what}: read_spots"),
+            );
+            drop(got);
+            kept += usize::from(cd.kept_result_bytes() > 0);
+            let order: Vec<usize> = (0..c.n).collect();
+            let got = cd.read_spots(true, cols).unwrap();
+            assert_same(
+                &got,
+                &d.rows(&order, names),
+                &format!("{what}: original order"),
+            );
+            drop(got);
+            let chrom = &d.chroms[round % d.chroms.len()];
+            let k = round % d.chroms.len();
+            let got = cd.get_chrom(chrom, cols).unwrap();
+            let want = d.answer(|i| d.keys[i].2 == k as i64, names);
+            assert_same(&got, &want, &format!("{what}: get_chrom {chrom}"));
+        }
+    }
+    assert_eq!(kept, 4, "a released full read's memory was not kept");
+    drop(cd);
+    let _ = std::fs::remove_dir_all(&dir);
+}

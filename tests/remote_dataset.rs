@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use dataset_support::*;
+use deltacells::dataset::paths::tile_relpath;
 use deltacells::dataset::{Batches, Dataset, DatasetWriter};
 use deltacells::ffi::*;
 use deltacells::storage::Root;
@@ -257,6 +258,56 @@ fn batches_over_a_url_fetch_ahead_each_tile_once_and_equal_local_batches() {
         let want = all_batches(&local, &order, 20, read_ahead);
         assert_eq!(all_batches(&remote, &order, 20, read_ahead), want);
     }
+}
+
+/// A tile that cannot be fetched ahead (its object is gone) fails the batch that reads it,
+/// with the error of its GET (NotFound, naming the tile's URL), and that batch only; the
+/// iterator goes on. An iterator dropped while its fetches are in flight leaves the
+/// dataset usable.
+#[test]
+fn a_missing_tile_fails_its_batch_only_and_a_dropped_iterator_leaves_the_dataset_usable() {
+    let Some(s) = servers() else { return };
+    let dir = TempDir::new("remote-batches-missing");
+    let input = input();
+    write_local(&dir.join("ds"), &input);
+    let root = s.root("batches-missing/ds");
+    upload_dir(&root, &dir.join("ds"));
+    let local = Arc::new(Dataset::open(dir.join("ds")).unwrap());
+    let remote = Arc::new(
+        Dataset::open_url("s3://dc-test/batches-missing/ds", &as_strs(&s.opts())).unwrap(),
+    );
+    // Dropped at once, its first fetches in flight; then a gather on the same handle.
+    drop(Batches::new(remote.clone(), &[0, 100, 200], 1, 4).unwrap());
+    check_gather(
+        &remote,
+        &input,
+        Some(local.gene_order().unwrap()),
+        &[5, 130, 229],
+    );
+
+    let gone = 3u64;
+    root.delete(&tile_relpath(gone)).unwrap();
+    let cells: Vec<u64> = (0..N_CELLS as u64).collect();
+    let want = all_batches(&local, &cells, TILE as usize, 2);
+    let mut it = Batches::new(remote.clone(), &cells, TILE as usize, 2).unwrap();
+    for (k, w) in want.iter().enumerate() {
+        let mut indptr = vec![0i64; TILE as usize + 1];
+        let mut indices = vec![0i32; w.1.len()];
+        let mut values = vec![0i32; w.1.len()];
+        let got = it.next_into(&mut indptr, &mut indices, ValuesOut::I32(&mut values));
+        if k as u64 == gone {
+            let e = got.unwrap_err();
+            assert_eq!(e.kind, ErrorKind::NotFound, "{}", e.message);
+            let url = format!("s3://dc-test/batches-missing/ds/{}", tile_relpath(gone));
+            assert!(e.message.contains(&url), "{}", e.message);
+        } else {
+            let (rows, _) = got.unwrap_or_else(|e| panic!("batch {k}: {}", e.message));
+            indptr.truncate(rows as usize + 1);
+            assert_eq!((indptr, indices, values), *w, "batch {k}");
+        }
+    }
+    let end = it.next_into(&mut [0i64; 1], &mut [], ValuesOut::I32(&mut []));
+    assert_eq!(end.unwrap(), (0, 0));
 }
 
 #[test]

@@ -125,7 +125,8 @@ pub unsafe extern "C" fn dc_chromdata_open_opts(
     })
 }
 
-/// Releases a handle (NULL: no-op). Streams obtained from it stay valid.
+/// Releases a handle (NULL: no-op), and the result memory it kept (see
+/// `dc_chromdata_read_spots`). Streams obtained from it stay valid.
 ///
 /// # Safety
 /// `cd` is NULL or a handle from `dc_chromdata_open` not yet freed, unused by other threads.
@@ -388,6 +389,14 @@ pub unsafe extern "C" fn dc_chromdata_iter_cells(
 
 /// The whole spot table in canonical order; `original_order` non-zero restores the
 /// written order (source_row).
+///
+/// Memory: when you release a large result (its fixed-width columns, 2 MiB or more), the
+/// handle keeps that memory for its next query, as pyarrow's allocator keeps freed memory:
+/// at most `DELTACELLS_CHROMDATA_RETAIN_BYTES` bytes per handle (environment variable read
+/// at open; default a quarter of physical memory, 0 keeps nothing), memory unused for a
+/// second is freed at the handle's next query or release, and all of it at
+/// `dc_chromdata_free` (kept memory is also given back to the kernel as reclaimable under
+/// memory pressure). Every query returning spots does this.
 ///
 /// # Safety
 /// `cd` live; `columns` NULL or `n_columns` strings; `out` writable.

@@ -385,7 +385,7 @@ impl OpenStore {
             });
         }
         let mut arrays = HashMap::new();
-        for ((&set, names), cols) in requests.sets.iter().zip(read_sets(&reads)?) {
+        for ((&set, names), cols) in requests.sets.iter().zip(read_sets(&reads, &self.arenas)?) {
             for (n, a) in names.iter().zip(cols) {
                 arrays.insert((set, n.clone()), a);
             }

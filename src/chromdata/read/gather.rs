@@ -14,13 +14,14 @@
 use std::collections::{HashMap, HashSet};
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use arrow_array::{make_array, Array, ArrayRef};
 use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer};
 use arrow_data::ArrayDataBuilder;
 use arrow_schema::DataType;
 
+use super::arenas::{Arenas, Mem};
 use super::files::FileSet;
 use crate::chromdata::access::parquet::CACHE_PER_FILE;
 use crate::error::{Error, ErrorKind, Result};
@@ -324,20 +325,34 @@ const COLUMN_ALIGN: usize = 64;
 /// size of the last large block freed, so every query after the first got reused, cleared
 /// memory: memset was 11 % of get_chrom(coords)). A large arena starts on a 2 MiB boundary
 /// of a slightly larger allocation, advised for huge pages ([`crate::memory`]); untouched
-/// slack costs no resident memory.
+/// slack costs no resident memory. A large arena is taken from the handle's kept arenas
+/// when one fits, and goes back there when the result is released ([`super::arenas`]).
 struct Arena {
-    mem: Vec<MaybeUninit<u8>>,
+    mem: Mem,
     start: usize,
     /// (offset, bytes) of each fixed-width column: `cols[read][name]`.
     cols: ColumnSpans,
     len: usize,
 }
 
-/// The owner of an arena's memory once it is an Arrow buffer.
-struct ArenaMemory(#[allow(dead_code)] Vec<MaybeUninit<u8>>);
+/// The owner of an arena's memory once it is an Arrow buffer: when the last array of the
+/// result is released, the memory goes back to the handle's pool (freed if the handle is
+/// gone or the pool full).
+struct ArenaMemory {
+    mem: Mem,
+    pool: Weak<Arenas>,
+}
+
+impl Drop for ArenaMemory {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.upgrade() {
+            pool.give(std::mem::take(&mut self.mem));
+        }
+    }
+}
 
 impl Arena {
-    fn new(plans: &[SetPlan]) -> Arena {
+    fn new(plans: &[SetPlan], pool: &Arenas) -> Arena {
         let mut len = 0usize;
         let cols = plans
             .iter()
@@ -358,13 +373,18 @@ impl Arena {
         // malloc's 16-byte alignment when not huge: the column offsets are then 16-byte
         // aligned, enough for every fixed-width Arrow type.
         let total = if huge { len + HUGE } else { len };
-        let mut mem: Vec<MaybeUninit<u8>> = Vec::with_capacity(total);
-        // SAFETY: MaybeUninit<u8> needs no initialisation and `total <= capacity`.
+        let kept = pool.take(total);
+        let reused = kept.is_some();
+        let mut mem: Mem = kept.unwrap_or_else(|| Vec::with_capacity(total));
+        // SAFETY: MaybeUninit<u8> needs no initialisation and `total <= capacity` (a kept
+        // arena has at least the capacity asked for).
         unsafe { mem.set_len(total) };
         let start = if huge {
             let base = mem.as_ptr() as usize;
             let start = base.next_multiple_of(HUGE) - base;
-            advise_huge(mem[start..].as_ptr().cast(), len);
+            if !reused {
+                advise_huge(mem[start..].as_ptr().cast(), len);
+            }
             start
         } else {
             0
@@ -406,6 +426,7 @@ impl Arena {
     fn into_buffer(
         self,
         written: &HashMap<(usize, usize), usize>,
+        pool: &Arc<Arenas>,
     ) -> Result<(Buffer, ColumnSpans)> {
         for (r, row) in self.cols.iter().enumerate() {
             for (k, c) in row.iter().enumerate() {
@@ -429,7 +450,11 @@ impl Arena {
         // the tasks (disjoint slices of it, whose written counts add up to its length,
         // checked above). The owner keeps the memory alive as long as the buffer.
         let buf = unsafe {
-            Buffer::from_custom_allocation(ptr, self.len, Arc::new(ArenaMemory(self.mem)))
+            let owner = ArenaMemory {
+                mem: self.mem,
+                pool: Arc::downgrade(pool),
+            };
+            Buffer::from_custom_allocation(ptr, self.len, Arc::new(owner))
         };
         Ok((buf, self.cols))
     }
@@ -460,10 +485,11 @@ fn carve<'a>(buf: &'a mut [MaybeUninit<u8>], w: usize, plan: &SetPlan) -> GroupS
 }
 
 /// Reads every `SetRead`, returning one array per name per read (types as stored).
-pub(crate) fn read_sets(reads: &[SetRead<'_>]) -> Result<Vec<Vec<ArrayRef>>> {
+/// Large arenas come from, and go back to, `pool`.
+pub(crate) fn read_sets(reads: &[SetRead<'_>], pool: &Arc<Arenas>) -> Result<Vec<Vec<ArrayRef>>> {
     let plans = reads.iter().map(plan_set).collect::<Result<Vec<_>>>()?;
     // The fixed-width columns, at their final size.
-    let mut arena = Arena::new(&plans);
+    let mut arena = Arena::new(&plans, pool);
     let outs = {
         let tasks = make_tasks(reads, &plans, arena.columns());
         // At a URL, groups are fetched (and decoded) up to `max_concurrency` at once.
@@ -499,7 +525,7 @@ pub(crate) fn read_sets(reads: &[SetRead<'_>]) -> Result<Vec<Vec<ArrayRef>>> {
     }
     remember(reads, &plans, &decoded, kept);
     // Assemble each column.
-    let (buffer, offsets) = arena.into_buffer(&written)?;
+    let (buffer, offsets) = arena.into_buffer(&written, pool)?;
     let mut result = Vec::with_capacity(reads.len());
     for (r, plan) in plans.iter().enumerate() {
         let mut cols = Vec::with_capacity(plan.types.len());

@@ -10,6 +10,7 @@
 //! 2.2 the key side is the coords partitions and the extra side the primary tables.
 //! [`assemble`] reads the planned rows of each file set and builds the result columns.
 
+mod arenas;
 mod assemble;
 mod components;
 mod files;

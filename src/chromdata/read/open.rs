@@ -133,6 +133,7 @@ fn open_steps(store: &Arc<Store>) -> Result<OpenStore> {
         columns,
         source_row: Mutex::new(None),
         arrays,
+        arenas: Arc::new(super::arenas::Arenas::from_env()),
     })
 }
 

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow_array::{ArrayRef, RecordBatch};
 
+use super::arenas::Arenas;
 use super::files::{FileSet, SpotSets};
 use super::index::Index;
 use super::schema::{FileSetId, OutputColumn};
@@ -56,6 +57,8 @@ pub(crate) struct OpenStore {
     /// `index/source_row`, read when original order is first asked for.
     pub(crate) source_row: Mutex<Option<Arc<Vec<i64>>>>,
     pub(crate) arrays: ArrayReader,
+    /// Released result arenas kept for the next read ([`super::arenas`]).
+    pub(crate) arenas: Arc<Arenas>,
 }
 
 impl OpenStore {
@@ -128,6 +131,14 @@ impl ChromData {
     /// small tables count their row groups). For tests and diagnostics.
     pub fn row_group_reads(&self) -> u64 {
         self.inner.reads.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of released result memory this handle keeps for its next reads (see
+    /// `DELTACELLS_CHROMDATA_RETAIN_BYTES`; arenas idle for a second are dropped first). For
+    /// tests and diagnostics.
+    #[doc(hidden)]
+    pub fn kept_result_bytes(&self) -> usize {
+        self.inner.arenas.kept_bytes()
     }
 
     /// Requests (GET and HEAD, a coalesced ranged read counting once) this handle has sent
