@@ -339,7 +339,7 @@ fn copy_tree(src: &Path, dst: &Path) {
 
 /// `ObjectRoot::get_suffix` (a store's Parquet footers at open): the object's tail and its
 /// size from one request, on the S3 server and on the Range HTTP server; all of it when the
-/// suffix is longer; a missing object is `NotFound`.
+/// suffix is longer; a missing object is `NotFound`; an empty object is (0, nothing).
 #[test]
 fn suffix_reads_return_the_tail_and_the_size() {
     let Some(s) = servers() else { return };
@@ -347,6 +347,9 @@ fn suffix_reads_return_the_tail_and_the_size() {
     let file = s.serve_dir.join("suffix.bin");
     std::fs::write(&file, &bytes).unwrap();
     s.root("suffix").put_file("suffix.bin", &file).unwrap();
+    let empty = s.serve_dir.join("empty.bin");
+    std::fs::write(&empty, b"").unwrap();
+    s.root("suffix").put_file("empty.bin", &empty).unwrap();
     for (url, opts) in [
         (format!("s3://{BUCKET}/suffix"), s.opts()),
         (s.http.clone(), Vec::new()),
@@ -360,8 +363,12 @@ fn suffix_reads_return_the_tail_and_the_size() {
         }
         let e = root.get_suffix("no-such-object", 8).unwrap_err();
         assert_eq!(e.kind, ErrorKind::NotFound, "{url}: {}", e.message);
+        // An empty object has no suffix range: its size 0 and no bytes.
+        let (size, tail) = root.get_suffix("empty.bin", 8).unwrap();
+        assert_eq!((size, tail.len()), (0, 0), "{url}");
     }
     let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(&empty);
 }
 
 #[test]

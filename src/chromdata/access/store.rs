@@ -627,13 +627,7 @@ impl Store {
     fn remote_file_tail(&self, root: &Arc<ObjectRoot>, path: &str, n: u64) -> Result<FileSlice> {
         check_inside(&self.display, path)?;
         let name: Arc<str> = Arc::from(format!("{}/{path}", self.display));
-        let (len, tail) = match root.get_suffix(path, n) {
-            Ok(got) => got,
-            Err(e) if e.kind == ErrorKind::NotFound => return Err(e),
-            // An empty object has no suffix (the server refuses the range): its size
-            // from a HEAD, which also reports any other refusal in its own words.
-            Err(_) => (root.size(path)?, bytes::Bytes::new()),
-        };
+        let (len, tail) = root.get_suffix(path, n)?;
         if tail.len() as u64 > len {
             return Err(Error::format(format!(
                 "{name}: the server sent {} bytes of the tail of a {len}-byte object",

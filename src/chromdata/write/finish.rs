@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use arrow_array::cast::AsArray;
@@ -54,6 +54,10 @@ pub(crate) fn write_store(mut inp: Collected) -> Result<usize> {
         spill_batch_rows(inp.row_bytes.max(1), inp.available),
         &spill,
     )?;
+    let run_files: Vec<PathBuf> = runs
+        .iter()
+        .flat_map(|r| r.data.paths().iter().cloned())
+        .collect();
     let plan = plan(inp.layout, &inp.triples, inp.has_cells, sizes.t, sizes.tc);
     let fv = fin.first_value();
     let cols = StoredColumns::new(&inp, &fin.schema, fv, storage, layer_types);
@@ -69,8 +73,28 @@ pub(crate) fn write_store(mut inp: Collected) -> Result<usize> {
     )?;
     drop(fin);
     let zs = zarr_store(&root)?;
-    let has_source_row = src.finish(&zs, inp.n_spots)?;
-    let n_coord_groups = write_index(&zs, inp.layout, &plan)?;
+    let threads = crate::pool::resolve_threads(inp.threads);
+    let index = || -> Result<(bool, usize)> {
+        let has_source_row = src.finish(&zs, inp.n_spots, threads)?;
+        Ok((has_source_row, write_index(&zs, inp.layout, &plan)?))
+    };
+    let (has_source_row, n_coord_groups) = if threads > 1 {
+        // The runs are merged: their files go (unlinking the spill's page cache took a
+        // tenth of a core-second per GB, serial at the end) while the index arrays are
+        // written. Failures to remove are left to the removal of the spill directory.
+        std::thread::scope(|scope| {
+            let removal = scope.spawn(|| {
+                for p in &run_files {
+                    let _ = std::fs::remove_file(p);
+                }
+            });
+            let r = index();
+            let _ = removal.join();
+            r
+        })?
+    } else {
+        index()?
+    };
     if inp.layout == Layout::PrimaryCoords {
         write_group(&root.join("index/coords"), &spec::Members::new())?;
     }

@@ -4,7 +4,7 @@
 //! stored order differs from the input order).
 
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -152,55 +152,74 @@ impl SourceRows {
     }
 
     /// Writes `index/source_row` (unless stored order is input order); true if written.
+    /// Its chunks are read back and compressed on `threads` threads (one chunk each).
     pub(crate) fn finish(
         self,
         store: &Arc<zarrs::filesystem::FilesystemStore>,
         n: u64,
+        threads: usize,
     ) -> Result<bool> {
-        let mut paths = Vec::new();
-        for (path, mut f) in self.files {
+        let mut files = Vec::new();
+        for ((path, mut f), &count) in self.files.into_iter().zip(&self.counts) {
             f.flush().map_err(|e| Error::io(&path, &e))?;
-            paths.push(path);
+            files.push((path, count));
         }
         if self.identity {
             return Ok(false);
         }
         let a = ZarrArray1::create(store, "index/source_row", n, true)?;
-        let c = a.chunk_len();
-        let mut buf: Vec<i64> = Vec::with_capacity(c);
-        let mut chunk = 0u64;
-        let mut bytes = vec![0u8; 8 << 16];
-        for p in &paths {
-            let mut f = File::open(p).map_err(|e| Error::io(p, &e))?;
-            loop {
-                let k = f.read(&mut bytes).map_err(|e| Error::io(p, &e))?;
-                if k == 0 {
-                    break;
-                }
-                // Reads of a regular file return whole 8-byte values except at EOF
-                // boundaries; read_exact the remainder to keep alignment.
-                let mut k = k;
-                while k % 8 != 0 {
-                    f.read_exact(&mut bytes[k..k + (8 - k % 8)])
-                        .map_err(|e| Error::io(p, &e))?;
-                    k += 8 - k % 8;
-                }
-                for v in bytes[..k].chunks_exact(8) {
-                    buf.push(i64::from_le_bytes(v.try_into().unwrap_or_default()));
-                    if buf.len() == c {
-                        a.store_chunk(chunk, &buf)?;
-                        chunk += 1;
-                        buf.clear();
-                    }
-                }
-            }
-        }
-        if !buf.is_empty() {
-            buf.resize(c, 0);
-            a.store_chunk(chunk, &buf)?;
+        let c = a.chunk_len() as u64;
+        let total: u64 = files.iter().map(|f| f.1).sum();
+        let store_chunk = |i: u64| -> Result<()> {
+            let mut buf = read_rows(&files, i * c, ((i + 1) * c).min(total))?;
+            buf.resize(c as usize, 0);
+            a.store_chunk(i, &buf)
+        };
+        let chunks = total.div_ceil(c);
+        if threads > 1 && chunks > 1 {
+            let pool = crate::pool::pool(threads)?;
+            pool.install(|| {
+                use rayon::prelude::*;
+                (0..chunks as usize)
+                    .into_par_iter()
+                    .with_max_len(1)
+                    .try_for_each(|i| store_chunk(i as u64))
+            })?;
+        } else {
+            (0..chunks).try_for_each(store_chunk)?;
         }
         Ok(true)
     }
+}
+
+/// Rows `lo .. hi` of the concatenation of `files` ((raw little-endian values, count)).
+fn read_rows(files: &[(PathBuf, u64)], lo: u64, hi: u64) -> Result<Vec<i64>> {
+    let mut out: Vec<i64> = Vec::with_capacity((hi - lo) as usize);
+    let mut bytes = vec![0u8; 8 << 16];
+    let mut start = 0u64;
+    for (p, count) in files {
+        let (a, b) = (lo.max(start), hi.min(start + count));
+        start += count;
+        if a >= b {
+            continue;
+        }
+        let mut f = File::open(p).map_err(|e| Error::io(p, &e))?;
+        f.seek(SeekFrom::Start((a - (start - count)) * 8))
+            .map_err(|e| Error::io(p, &e))?;
+        let mut left = ((b - a) * 8) as usize;
+        while left > 0 {
+            let k = left.min(bytes.len());
+            f.read_exact(&mut bytes[..k])
+                .map_err(|e| Error::io(p, &e))?;
+            out.extend(
+                bytes[..k]
+                    .chunks_exact(8)
+                    .map(|v| i64::from_le_bytes(v.try_into().unwrap_or_default())),
+            );
+            left -= k;
+        }
+    }
+    Ok(out)
 }
 
 /// Writes the index arrays of `plan` (all but `source_row`); returns the number of coords

@@ -284,7 +284,8 @@ impl ObjectRoot {
     /// The last `n` bytes of `rel` (all of it when shorter) and its size, from one ranged
     /// GET of a suffix (`Range: bytes=-n`): what a HEAD then a ranged read of the tail
     /// would learn, in one request. Missing: `NotFound`. An empty object has no suffix
-    /// (servers answer 416): an error, as for any request refused.
+    /// (servers refuse the range): when the GET fails, a HEAD (within the same operation
+    /// budget) tells an empty object, `(0, [])`, from a failure, the GET's error.
     pub fn get_suffix(self: &Arc<Self>, rel: &str, n: u64) -> Result<(u64, Bytes)> {
         let me = self.clone();
         let rel = rel.to_string();
@@ -294,9 +295,17 @@ impl ObjectRoot {
                     range: Some(GetRange::Suffix(n)),
                     ..GetOptions::default()
                 };
-                let got = c.get_opts(&p, options).await?;
-                let size = got.meta.size;
-                Ok((size, got.bytes().await?))
+                match c.get_opts(&p, options).await {
+                    Ok(got) => {
+                        let size = got.meta.size;
+                        Ok((size, got.bytes().await?))
+                    }
+                    Err(e @ object_store::Error::NotFound { .. }) => Err(e),
+                    Err(e) => match c.head(&p).await {
+                        Ok(meta) if meta.size == 0 => Ok((0, Bytes::new())),
+                        _ => Err(e),
+                    },
+                }
             })
             .await
         })
