@@ -315,6 +315,15 @@ fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskO
     Ok(out)
 }
 
+/// Largest arena advised for huge pages. With THP in `madvise` mode the kernel compacts
+/// memory for advised regions on fault, and when page cache fragments memory a large
+/// arena waits for it: first reads of 10 M spots x 60 tracks (2.6 GB arena) in fresh
+/// processes took 2.17-3.79 s (median 3.40) advised against 1.87-2.15 s (median 2.02) not
+/// (bin/quiet, 5 alternations). Below this, huge pages still paid off: 1 M x 30 (150 MB)
+/// median 120 ms advised against 158 ms; 10 M coords (280 MB) was mixed (252-690 ms
+/// against 316-560 ms). Repeated reads reuse kept arenas ([`super::arenas`]) either way.
+const HUGE_ARENA_MAX: usize = 256 << 20;
+
 /// Start of every column in the arena is a multiple of this (Arrow's preferred alignment).
 const COLUMN_ALIGN: usize = 64;
 
@@ -327,10 +336,11 @@ const COLUMN_ALIGN: usize = 64;
 /// here. Zeroing it was a calloc, which glibc serves from memory it keeps after a free and
 /// then clears byte by byte on the calling thread (glibc raises its mmap threshold to the
 /// size of the last large block freed, so every query after the first got reused, cleared
-/// memory: memset was 11 % of get_chrom(coords)). A large arena starts on a 2 MiB boundary
-/// of a slightly larger allocation, advised for huge pages ([`crate::memory`]); untouched
-/// slack costs no resident memory. A large arena is taken from the handle's kept arenas
-/// when one fits, and goes back there when the result is released ([`super::arenas`]).
+/// memory: memset was 11 % of get_chrom(coords)). An arena of 2 MiB up to
+/// [`HUGE_ARENA_MAX`] starts on a 2 MiB boundary of a slightly larger allocation, advised
+/// for huge pages ([`crate::memory`]); untouched slack costs no resident memory. A large
+/// arena is taken from the handle's kept arenas when one fits, and goes back there when
+/// the result is released ([`super::arenas`]).
 struct Arena {
     mem: Mem,
     start: usize,
@@ -377,7 +387,7 @@ impl Arena {
                     .collect()
             })
             .collect();
-        let huge = len >= HUGE && cfg!(target_os = "linux");
+        let huge = (HUGE..=HUGE_ARENA_MAX).contains(&len) && cfg!(target_os = "linux");
         // malloc's 16-byte alignment when not huge: the column offsets are then 16-byte
         // aligned, enough for every fixed-width Arrow type.
         let total = if huge { len + HUGE } else { len };
