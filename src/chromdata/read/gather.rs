@@ -319,10 +319,11 @@ fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskO
 /// memory for advised regions on fault, and when page cache fragments memory a large
 /// arena waits for it: first reads of 10 M spots x 60 tracks (2.6 GB arena) in fresh
 /// processes took 2.17-3.79 s (median 3.40) advised against 1.87-2.15 s (median 2.02) not
-/// (bin/quiet, 5 alternations). Below this, huge pages still paid off: 1 M x 30 (150 MB)
-/// median 120 ms advised against 158 ms; 10 M coords (280 MB) was mixed (252-690 ms
-/// against 316-560 ms). Repeated reads reuse kept arenas ([`super::arenas`]) either way.
-const HUGE_ARENA_MAX: usize = 256 << 20;
+/// (bin/quiet, 5 alternations). Smaller arenas still gain: 1 M x 30 (150 MB) median 120 ms
+/// advised against 158 ms; 10 M coords (280 MB) was mixed (252-690 ms against 316-560 ms
+/// in one window; 214 ms advised against 330 ms not in two bench runs). Repeated reads
+/// reuse kept arenas ([`super::arenas`]) either way.
+const HUGE_ARENA_MAX: usize = 1 << 30;
 
 /// Start of every column in the arena is a multiple of this (Arrow's preferred alignment).
 const COLUMN_ALIGN: usize = 64;
