@@ -341,8 +341,19 @@ impl OpenStore {
             return self.empty(plan);
         }
         let requests = self.requests(plan);
-        let read = self.read_columns(&requests, sel)?;
+        let mut read = self.read_columns(&requests, sel)?;
         let keys = self.keys(&requests, &read, sel)?;
+        // The stored trace / cell codes were only checked: their memory goes now, before
+        // the output columns are made.
+        if let Some(names) = requests.sets.get(&FileSetId::Key) {
+            for (name, _) in names
+                .iter()
+                .zip(self.key_scratch(names.len()))
+                .filter(|(_, s)| *s)
+            {
+                read.arrays.remove(&(FileSetId::Key, name.clone()));
+            }
+        }
         let out = plan
             .iter()
             .map(|&i| self.output_column(i, &read, &keys))
@@ -371,7 +382,15 @@ impl OpenStore {
     fn read_columns(&self, requests: &Requests, sel: &Selection) -> Result<ReadColumns> {
         let d = &self.store.display;
         let mut reads = Vec::with_capacity(requests.sets.len());
-        for (&set, names) in &requests.sets {
+        let scratch: Vec<Vec<bool>> = requests
+            .sets
+            .iter()
+            .map(|(&set, names)| match set {
+                FileSetId::Key => self.key_scratch(names.len()),
+                _ => Vec::new(),
+            })
+            .collect();
+        for ((&set, names), scratch) in requests.sets.iter().zip(&scratch) {
             let fs = self.file_set(set).ok_or_else(|| match set {
                 FileSetId::Primary => {
                     Error::format(format!("{d}: primary columns listed but no primary file"))
@@ -382,6 +401,7 @@ impl OpenStore {
                 set: fs,
                 names,
                 ranges: sel.ranges(set),
+                scratch,
             });
         }
         let mut arrays = HashMap::new();
@@ -391,6 +411,18 @@ impl OpenStore {
             }
         }
         Ok(ReadColumns { arrays })
+    }
+
+    /// Which of the `n` key-set names (bin_id, trace_id [, cell_id], then coordinates and
+    /// other spot columns, as `requests` lists them) are only checked: the stored trace and
+    /// cell codes (the output's trace_id / cell_id come from the runs and categories).
+    fn key_scratch(&self, n: usize) -> Vec<bool> {
+        let codes = if self.tables.spots.cell_id.is_some() {
+            2
+        } else {
+            1
+        };
+        (0..n).map(|k| (1..=codes).contains(&k)).collect()
     }
 
     /// Checks the key codes against the runs and applies the chromosome filter (§15.2).

@@ -33,6 +33,10 @@ pub(crate) struct SetRead<'a> {
     pub(crate) set: &'a FileSet,
     pub(crate) names: &'a [String],
     pub(crate) ranges: &'a [(u64, u64)],
+    /// Names (by index) only checked, not part of the result: their fixed-width columns go
+    /// into a scratch allocation of their own, freed when the caller drops them (in the
+    /// result's arena they would stay resident as long as the result).
+    pub(crate) scratch: &'a [bool],
 }
 
 /// Rows `[src, src + len)` of a row group go to output rows `[dst, dst + len)`.
@@ -352,15 +356,19 @@ impl Drop for ArenaMemory {
 }
 
 impl Arena {
-    fn new(plans: &[SetPlan], pool: &Arenas) -> Arena {
+    /// The arena of the fixed-width columns `(read, name)` that `pick` accepts, from
+    /// `pool` when one is given (else fresh memory, freed with the buffer).
+    fn new(plans: &[SetPlan], pool: Option<&Arenas>, pick: impl Fn(usize, usize) -> bool) -> Arena {
         let mut len = 0usize;
         let cols = plans
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(r, p)| {
                 p.types
                     .iter()
-                    .map(|(_, w)| {
-                        w.map(|w| {
+                    .enumerate()
+                    .map(|(k, (_, w))| {
+                        w.filter(|_| pick(r, k)).map(|w| {
                             let off = len.next_multiple_of(COLUMN_ALIGN);
                             len = off + p.rows * w;
                             (off, p.rows * w)
@@ -373,7 +381,7 @@ impl Arena {
         // malloc's 16-byte alignment when not huge: the column offsets are then 16-byte
         // aligned, enough for every fixed-width Arrow type.
         let total = if huge { len + HUGE } else { len };
-        let kept = pool.take(total);
+        let kept = pool.and_then(|p| p.take(total));
         let reused = kept.is_some();
         let mut mem: Mem = kept.unwrap_or_else(|| Vec::with_capacity(total));
         // SAFETY: MaybeUninit<u8> needs no initialisation and `total <= capacity` (a kept
@@ -426,7 +434,7 @@ impl Arena {
     fn into_buffer(
         self,
         written: &HashMap<(usize, usize), usize>,
-        pool: &Arc<Arenas>,
+        pool: Option<&Arc<Arenas>>,
     ) -> Result<(Buffer, ColumnSpans)> {
         for (r, row) in self.cols.iter().enumerate() {
             for (k, c) in row.iter().enumerate() {
@@ -452,7 +460,7 @@ impl Arena {
         let buf = unsafe {
             let owner = ArenaMemory {
                 mem: self.mem,
-                pool: Arc::downgrade(pool),
+                pool: pool.map_or_else(Weak::new, Arc::downgrade),
             };
             Buffer::from_custom_allocation(ptr, self.len, Arc::new(owner))
         };
@@ -488,10 +496,18 @@ fn carve<'a>(buf: &'a mut [MaybeUninit<u8>], w: usize, plan: &SetPlan) -> GroupS
 /// Large arenas come from, and go back to, `pool`.
 pub(crate) fn read_sets(reads: &[SetRead<'_>], pool: &Arc<Arenas>) -> Result<Vec<Vec<ArrayRef>>> {
     let plans = reads.iter().map(plan_set).collect::<Result<Vec<_>>>()?;
-    // The fixed-width columns, at their final size.
-    let mut arena = Arena::new(&plans, pool);
+    // The fixed-width columns, at their final size: the result's, and the checked-only.
+    let scratch = |r: usize, k: usize| reads[r].scratch.get(k).copied().unwrap_or(false);
+    let mut arena = Arena::new(&plans, Some(pool), |r, k| !scratch(r, k));
+    let mut checked = Arena::new(&plans, None, scratch);
     let outs = {
-        let tasks = make_tasks(reads, &plans, arena.columns());
+        let columns = arena
+            .columns()
+            .into_iter()
+            .zip(checked.columns())
+            .map(|(a, b)| a.into_iter().zip(b).map(|(a, b)| a.or(b)).collect())
+            .collect();
+        let tasks = make_tasks(reads, &plans, columns);
         // At a URL, groups are fetched (and decoded) up to `max_concurrency` at once.
         let io = reads
             .iter()
@@ -525,15 +541,21 @@ pub(crate) fn read_sets(reads: &[SetRead<'_>], pool: &Arc<Arenas>) -> Result<Vec
     }
     remember(reads, &plans, &decoded, kept);
     // Assemble each column.
-    let (buffer, offsets) = arena.into_buffer(&written, pool)?;
+    let (buffer, offsets) = arena.into_buffer(&written, Some(pool))?;
+    let (scratch_buffer, scratch_offsets) = checked.into_buffer(&written, None)?;
     let mut result = Vec::with_capacity(reads.len());
     for (r, plan) in plans.iter().enumerate() {
         let mut cols = Vec::with_capacity(plan.types.len());
         for (k, (t, _)) in plan.types.iter().enumerate() {
-            let a = match offsets[r][k] {
-                Some((off, len)) => fixed_array(
+            let placed = match (offsets[r][k], scratch_offsets[r][k]) {
+                (Some(at), _) => Some((&buffer, at)),
+                (None, Some(at)) => Some((&scratch_buffer, at)),
+                (None, None) => None,
+            };
+            let a = match placed {
+                Some((buf, (off, len))) => fixed_array(
                     t,
-                    buffer.slice_with_length(off, len),
+                    buf.slice_with_length(off, len),
                     plan.rows,
                     nulls.remove(&(r, k)),
                 )?,
