@@ -24,7 +24,7 @@
 //!   plain loop of `dc_dataset_gather` over the same batches (no read-ahead);
 //! * tile decode: bare zstd of every frame + CRC-32.
 
-use std::ffi::{c_void, CStr, CString};
+use std::ffi::c_void;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -37,7 +37,9 @@ use deltacells::tile::{self, EncodeOptions, Tile};
 use rayon::prelude::*;
 use zstd::zstd_safe::DCtx;
 
+mod cabi;
 mod synthetic;
+use cabi::{median, ok, CDataset, Csr};
 use synthetic::{synthetic, Rng};
 
 struct Args {
@@ -192,179 +194,6 @@ fn write(m: &CellMatrix, cells: usize, tile_size: u64, path: &Path) {
     w.finish().unwrap();
 }
 
-/// Panics with the library's message unless `s` is `DC_OK` (the bench's inputs are valid).
-fn ok(s: c::dc_status, what: &str) {
-    if s != c::DC_OK {
-        // SAFETY: dc_last_error returns a NUL-terminated string valid until the next call
-        // on this thread.
-        let msg = unsafe { CStr::from_ptr(c::dc_last_error()) };
-        panic!("{what}: status {s}: {}", msg.to_string_lossy());
-    }
-}
-
-/// A dataset handle of the C ABI, used as a C program uses it.
-struct CDataset(*mut c::dc_dataset);
-
-impl CDataset {
-    fn open(path: &Path) -> CDataset {
-        let p = CString::new(path.to_str().unwrap()).unwrap();
-        let mut h = std::ptr::null_mut();
-        // SAFETY: `p` is NUL-terminated, `h` is writable.
-        ok(
-            unsafe { c::dc_dataset_open(p.as_ptr(), &mut h) },
-            "dc_dataset_open",
-        );
-        CDataset(h)
-    }
-    fn set(&self, p: c::dc_dataset_param, v: i64) {
-        // SAFETY: a live handle.
-        ok(unsafe { c::dc_dataset_set(self.0, p, v) }, "dc_dataset_set");
-    }
-    /// Decode threads per call (0 = the library's default: all cores).
-    fn threads(&self, n: usize) {
-        self.set(c::DC_DATASET_THREADS, n as i64);
-    }
-    fn cache_bytes(&self, bytes: i64) {
-        self.set(c::DC_DATASET_CACHE_BYTES, bytes);
-    }
-    /// Empties the decoded-data cache and gives it `bytes` again.
-    fn fresh_cache(&self, bytes: i64) {
-        self.cache_bytes(0);
-        self.cache_bytes(bytes);
-    }
-    fn batch_nnz(&self, cells: &[u64]) -> u64 {
-        let mut nnz = 0;
-        // SAFETY: a live handle; `cells` holds len values; `nnz` is writable.
-        ok(
-            unsafe { c::dc_dataset_batch_nnz(self.0, cells.as_ptr(), cells.len(), &mut nnz) },
-            "dc_dataset_batch_nnz",
-        );
-        nnz
-    }
-    fn gather(&self, cells: &[u64], out: &mut Csr) -> u64 {
-        let mut nnz = 0;
-        assert!(out.ip.len() > cells.len());
-        // SAFETY: a live handle; indptr has room for n + 1 values, indices and values for
-        // `capacity` each; no buffer overlaps another.
-        ok(
-            unsafe {
-                c::dc_dataset_gather(
-                    self.0,
-                    cells.as_ptr(),
-                    cells.len(),
-                    c::DC_FLOAT32,
-                    out.ip.as_mut_ptr(),
-                    out.ix.as_mut_ptr(),
-                    out.vs.as_mut_ptr().cast::<c_void>(),
-                    out.capacity(),
-                    &mut nnz,
-                )
-            },
-            "dc_dataset_gather",
-        );
-        nnz
-    }
-    fn read_tile(&self, tile: u64, out: &mut Csr) -> u64 {
-        let mut nnz = 0;
-        // SAFETY: as in `gather`; indptr is sized for the largest tile by the caller.
-        ok(
-            unsafe {
-                c::dc_dataset_read_tile(
-                    self.0,
-                    tile,
-                    c::DC_FLOAT32,
-                    out.ip.as_mut_ptr(),
-                    out.ix.as_mut_ptr(),
-                    out.vs.as_mut_ptr().cast::<c_void>(),
-                    out.capacity(),
-                    &mut nnz,
-                )
-            },
-            "dc_dataset_read_tile",
-        );
-        nnz
-    }
-    /// One pass of `order` through a batch iterator (`dc_dataset_batches`, read-ahead
-    /// `read_ahead`); returns the rows delivered.
-    fn batches_pass(
-        &self,
-        order: &[u64],
-        batch_size: usize,
-        read_ahead: u32,
-        out: &mut Csr,
-    ) -> u64 {
-        let mut b = std::ptr::null_mut();
-        // SAFETY: a live handle; `order` holds len values; `b` is writable.
-        ok(
-            unsafe {
-                c::dc_dataset_batches(
-                    self.0,
-                    order.as_ptr(),
-                    order.len(),
-                    batch_size,
-                    read_ahead,
-                    &mut b,
-                )
-            },
-            "dc_dataset_batches",
-        );
-        let mut total = 0;
-        loop {
-            let (mut rows, mut nnz) = (0u64, 0u64);
-            // SAFETY: a live iterator; buffers sized for the largest batch.
-            ok(
-                unsafe {
-                    c::dc_batches_next(
-                        b,
-                        c::DC_FLOAT32,
-                        out.ip.as_mut_ptr(),
-                        out.ix.as_mut_ptr(),
-                        out.vs.as_mut_ptr().cast::<c_void>(),
-                        out.capacity(),
-                        &mut rows,
-                        &mut nnz,
-                    )
-                },
-                "dc_batches_next",
-            );
-            if rows == 0 {
-                break;
-            }
-            total += rows;
-        }
-        // SAFETY: an iterator from dc_dataset_batches, freed once.
-        unsafe { c::dc_batches_free(b) };
-        total
-    }
-}
-
-impl Drop for CDataset {
-    fn drop(&mut self) {
-        // SAFETY: the handle from dc_dataset_open, freed once.
-        unsafe { c::dc_dataset_free(self.0) };
-    }
-}
-
-/// A caller's reused output buffers (float32 counts).
-struct Csr {
-    ip: Vec<i64>,
-    ix: Vec<i32>,
-    vs: Vec<f32>,
-}
-
-impl Csr {
-    fn new(rows: usize, nnz: usize) -> Csr {
-        Csr {
-            ip: vec![0; rows + 1],
-            ix: vec![0; nnz],
-            vs: vec![0.0; nnz],
-        }
-    }
-    fn capacity(&self) -> u64 {
-        self.ix.len() as u64
-    }
-}
-
 /// Wall time and process CPU time (all threads), in seconds. On a machine shared with other
 /// work, CPU time is the steadier of the two for one-thread figures (it leaves out the time
 /// spent waiting for a core, not the effects of shared caches and memory bandwidth).
@@ -399,16 +228,6 @@ fn time(f: impl FnOnce()) -> Times {
     Times {
         wall: w.elapsed().as_secs_f64(),
         cpu: cpu_now() - c,
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
 
@@ -558,7 +377,7 @@ impl GatherCase {
     fn new(path: &Path, k: usize, tile: Option<u64>, seed: u64) -> GatherCase {
         let rds = Dataset::open(path).unwrap();
         let sets = draws(&rds, k, tile, DRAWS, seed);
-        let ds = CDataset::open(path);
+        let ds = CDataset::open(path.to_str().unwrap(), &[]);
         let max_nnz = sets.iter().map(|s| ds.batch_nnz(s)).max().unwrap() as usize;
         GatherCase {
             tiles: floor_tiles(&rds),
@@ -738,7 +557,7 @@ fn pass_buffers(ds: &CDataset, rds: &Dataset, order: &[u64], batch_size: usize) 
 fn batches(data: &Data, reps: usize) {
     let path = data.tiles_1000();
     let rds = Dataset::open(&path).unwrap();
-    let ds = CDataset::open(&path);
+    let ds = CDataset::open(path.to_str().unwrap(), &[]);
     let info = rds.info();
     let mut order = vec![0u64; info.n_cells as usize];
     // SAFETY: a live handle; `order` has room for n_cells values.
@@ -766,7 +585,7 @@ fn batches(data: &Data, reps: usize) {
                 },
                 &mut || {
                     ds.fresh_cache(cache);
-                    let rows = ds.batches_pass(&order, batch_size, 2, &mut out.borrow_mut());
+                    let (rows, _) = ds.batches_pass(&order, batch_size, 2, &mut out.borrow_mut());
                     assert_eq!(rows, info.n_cells);
                 },
                 &mut || {

@@ -22,7 +22,7 @@
 //! synthetic realistic counts (benches/synthetic), 38,000 genes, zstd 19, 8 chunks per tile,
 //! written under target/bench-remote/ once.
 
-use std::ffi::{c_void, CStr, CString};
+use std::ffi::CString;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -41,7 +41,9 @@ use deltacells::ffi as c;
 use deltacells::storage::remote::ObjectRoot;
 use deltacells::storage::{Location, Options};
 
+mod cabi;
 mod synthetic;
+use cabi::{median, ok, with_c_args, CDataset, Csr};
 use synthetic::{synthetic, Rng};
 
 const BUCKET: &str = "dc-bench";
@@ -178,157 +180,11 @@ fn s3_options(endpoint: &str) -> Vec<String> {
     ]
 }
 
-/// Panics with the library's message unless `s` is `DC_OK` (the bench's inputs are valid).
-fn ok(s: c::dc_status, what: &str) {
-    if s != c::DC_OK {
-        // SAFETY: dc_last_error returns a NUL-terminated string valid until the next call
-        // on this thread.
-        let msg = unsafe { CStr::from_ptr(c::dc_last_error()) };
-        panic!("{what}: status {s}: {}", msg.to_string_lossy());
-    }
-}
-
-/// Calls `f` with `source` and `options` as C strings (the path, the array of option
-/// pointers and its length), alive for the call.
-fn with_c_args(
-    source: &str,
-    options: &[String],
-    f: impl FnOnce(*const std::ffi::c_char, *const *const std::ffi::c_char, usize),
-) {
-    let p = CString::new(source).unwrap();
-    let opts: Vec<CString> = options
-        .iter()
-        .map(|o| CString::new(o.as_str()).unwrap())
-        .collect();
-    let ptrs: Vec<*const std::ffi::c_char> = opts.iter().map(|o| o.as_ptr()).collect();
-    f(p.as_ptr(), ptrs.as_ptr(), ptrs.len());
-}
-
-/// A dataset handle of the C ABI, opened with options, used as a C program uses it.
-struct CDataset(*mut c::dc_dataset);
-
-impl CDataset {
-    /// Opened with the decoded-data cache off (every gather reads its tiles again).
-    fn open(source: &str, options: &[String]) -> CDataset {
-        let d = CDataset::open_cached(source, options);
-        // SAFETY: a live handle; cache off so every gather reads its tiles again.
-        ok(
-            unsafe { c::dc_dataset_set(d.0, c::DC_DATASET_CACHE_BYTES, 0) },
-            "dc_dataset_set",
-        );
-        d
-    }
-
-    /// Opened with the default cache (256 MiB), as the batch iterator wants it.
-    fn open_cached(source: &str, options: &[String]) -> CDataset {
-        let mut h = std::ptr::null_mut();
-        with_c_args(source, options, |p, opts, n| {
-            // SAFETY: `p` and the `n` options at `opts` are NUL-terminated strings alive for
-            // the call (with_c_args); `h` is writable.
-            ok(
-                unsafe { c::dc_dataset_open_opts(p, opts, n, &mut h) },
-                "dc_dataset_open_opts",
-            )
-        });
-        CDataset(h)
-    }
-
-    /// A block-shuffled order of all `n` cells (`dc_dataset_shuffled_order`).
-    fn shuffled(&self, seed: u64, window_tiles: u32, n: usize) -> Vec<u64> {
-        let mut order = vec![0u64; n];
-        // SAFETY: a live handle; `order` has room for n = n_cells values.
-        ok(
-            unsafe {
-                c::dc_dataset_shuffled_order(self.0, seed, window_tiles, order.as_mut_ptr(), n)
-            },
-            "dc_dataset_shuffled_order",
-        );
-        order
-    }
-
-    /// Every batch of `cells` through `dc_dataset_batches` / `dc_batches_next`, as a
-    /// training loop takes them; returns the nonzeros of all batches.
-    fn epoch(&self, cells: &[u64], batch_size: usize, read_ahead: u32, out: &mut Csr) -> u64 {
-        let mut it = std::ptr::null_mut();
-        // SAFETY: a live handle; `cells` holds cells.len() values; `it` is writable.
-        ok(
-            unsafe {
-                c::dc_dataset_batches(
-                    self.0,
-                    cells.as_ptr(),
-                    cells.len(),
-                    batch_size,
-                    read_ahead,
-                    &mut it,
-                )
-            },
-            "dc_dataset_batches",
-        );
-        let mut total = 0;
-        loop {
-            let (mut rows, mut nnz) = (0u64, 0u64);
-            // SAFETY: a live iterator; indptr has room for batch_size + 1 values, indices
-            // and values for `capacity` each; no buffer overlaps another.
-            ok(
-                unsafe {
-                    c::dc_batches_next(
-                        it,
-                        c::DC_FLOAT32,
-                        out.ip.as_mut_ptr(),
-                        out.ix.as_mut_ptr(),
-                        out.vs.as_mut_ptr().cast::<c_void>(),
-                        out.ix.len() as u64,
-                        &mut rows,
-                        &mut nnz,
-                    )
-                },
-                "dc_batches_next",
-            );
-            if rows == 0 {
-                break;
-            }
-            total += nnz;
-        }
-        // SAFETY: the iterator from dc_dataset_batches, freed once.
-        unsafe { c::dc_batches_free(it) };
-        total
-    }
-
-    fn gather(&self, cells: &[u64], out: &mut Csr) -> u64 {
-        let mut nnz = 0;
-        // SAFETY: a live handle; indptr has room for n + 1 values, indices and values for
-        // `capacity` each; no buffer overlaps another.
-        ok(
-            unsafe {
-                c::dc_dataset_gather(
-                    self.0,
-                    cells.as_ptr(),
-                    cells.len(),
-                    c::DC_FLOAT32,
-                    out.ip.as_mut_ptr(),
-                    out.ix.as_mut_ptr(),
-                    out.vs.as_mut_ptr().cast::<c_void>(),
-                    out.ix.len() as u64,
-                    &mut nnz,
-                )
-            },
-            "dc_dataset_gather",
-        );
-        nnz
-    }
-}
-
-impl Drop for CDataset {
-    fn drop(&mut self) {
-        // SAFETY: the handle from dc_dataset_open_opts, freed once.
-        unsafe { c::dc_dataset_free(self.0) };
-    }
-}
-
-struct Csr {
-    ip: Vec<i64>,
-    ix: Vec<i32>,
-    vs: Vec<f32>,
+/// A dataset handle with the decoded-data cache off: every gather reads its tiles again.
+fn open_uncached(source: &str, options: &[String]) -> CDataset {
+    let d = CDataset::open(source, options);
+    d.cache_bytes(0);
+    d
 }
 
 /// Writes the dataset once (`cells` synthetic cells in `tiles` tiles) and returns its path.
@@ -617,11 +473,6 @@ fn chromdata_table(a: &Args, servers: &Servers) {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     let a = args();
     let (dir, cells, tile_size) = prepare(a.quick);
@@ -659,13 +510,9 @@ fn datasets_table(a: &Args, servers: &Servers, dir: &Path, cells: usize, tile_si
     // Room for the largest gather (all `cells` cells drawn at random, repeats allowed:
     // about 1.2x the dataset's nonzeros at most in practice).
     let cap = 3 * cells * 2_000;
-    let mut out = Csr {
-        ip: vec![0; cells + 1],
-        ix: vec![0; cap],
-        vs: vec![0.0; cap],
-    };
+    let mut out = Csr::new(cells, cap);
 
-    let local = CDataset::open(dir.to_str().unwrap(), &[]);
+    let local = open_uncached(dir.to_str().unwrap(), &[]);
     // Each reader at max_concurrency mc beside its floor: bare GETs of the same tiles
     // through the same proxy, mc in flight, nothing decoded.
     let remotes: Vec<(usize, CDataset, Arc<ObjectRoot>)> = [1usize, 4, 16]
@@ -673,7 +520,7 @@ fn datasets_table(a: &Args, servers: &Servers, dir: &Path, cells: usize, tile_si
         .map(|&mc| {
             let mut o = s3_options(&servers.slow);
             o.push(format!("max_concurrency={mc}"));
-            (mc, CDataset::open(&url, &o), object_root(&url, &o))
+            (mc, open_uncached(&url, &o), object_root(&url, &o))
         })
         .collect();
     let floor = |root: &Arc<ObjectRoot>, cells: &[u64]| {
@@ -750,21 +597,17 @@ fn batches_table(a: &Args, servers: &Servers, dir: &Path, cells: usize) {
         readers.push((format!("{mc}"), url.clone(), o));
     }
     let read_aheads = [2u32, 4];
-    let mut out = Csr {
-        ip: vec![0; BATCH + 1],
-        ix: vec![0; BATCH * 40_000],
-        vs: vec![0.0; BATCH * 40_000],
-    };
+    let mut out = Csr::new(BATCH, BATCH * 40_000);
     // times[read_ahead][reader]
     let mut times = vec![vec![Vec::new(); readers.len()]; read_aheads.len()];
     for rep in 0..=a.reps {
         for (ri, &ra) in read_aheads.iter().enumerate() {
             let mut want = None;
             for (i, (label, source, opts)) in readers.iter().enumerate() {
-                let ds = CDataset::open_cached(source, opts);
+                let ds = CDataset::open(source, opts);
                 let order = ds.shuffled(rep as u64 + 1, 2, cells);
                 let t = Instant::now();
-                let nnz = ds.epoch(&order, BATCH, ra, &mut out);
+                let (_, nnz) = ds.batches_pass(&order, BATCH, ra, &mut out);
                 let el = t.elapsed().as_secs_f64();
                 assert_eq!(*want.get_or_insert(nnz), nnz, "{label}: nonzeros differ");
                 if rep > 0 {
