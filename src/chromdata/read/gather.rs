@@ -325,6 +325,45 @@ fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskO
 /// reuse kept arenas ([`super::arenas`]) either way.
 const HUGE_ARENA_MAX: usize = 1 << 30;
 
+/// Fresh arenas of at least this size, not advised for huge pages, are faulted in ahead.
+const POPULATE_MIN: usize = 64 << 20;
+
+/// Faults in the pages of `[addr, addr + len)` (fresh memory of an arena) on the pool's
+/// threads, `MADV_POPULATE_WRITE` per 32 MiB piece: one call per piece instead of a page
+/// fault per 4 KiB page while the decoders write. First reads of 10 M x 60 (2.6 GB arena,
+/// not huge-advised) in fresh processes, bin/quiet 00:29, 4 alternations: 2.55 / 1.59 /
+/// 1.81 / 1.59 s populated, 1.99 / 1.78 / 2.04 / 1.77 s not. Not for huge-advised arenas:
+/// populating those was slower (10 M coords 392-538 ms against 240-386 ms; 1 M x 30 all
+/// 102-187 against 104-128 ms). Linux >= 5.14; elsewhere (or on failure) a no-op, and the
+/// pages are faulted on first write as before.
+fn populate(addr: usize, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const PIECE: usize = 32 << 20;
+        if len < POPULATE_MIN {
+            return;
+        }
+        let start = addr.next_multiple_of(4096);
+        let end = (addr + len) / 4096 * 4096;
+        let pieces: Vec<(usize, usize)> = (start..end)
+            .step_by(PIECE)
+            .map(|p| (p, (p + PIECE).min(end) - p))
+            .collect();
+        let threads = crate::pool::resolve_threads(0);
+        let _ = crate::pool::map(threads, pieces, |(p, n)| {
+            // SAFETY: [p, p + n) lies inside the arena's allocation, which the caller owns
+            // and has not handed out; populating only backs its pages (zero-filled), the
+            // memory's validity does not change. Failures are ignored.
+            unsafe {
+                libc::madvise(p as *mut libc::c_void, n, libc::MADV_POPULATE_WRITE);
+            }
+            Ok(())
+        });
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (addr, len);
+}
+
 /// Start of every column in the arena is a multiple of this (Arrow's preferred alignment).
 const COLUMN_ALIGN: usize = 64;
 
@@ -408,6 +447,9 @@ impl Arena {
         } else {
             0
         };
+        if !reused && !huge {
+            populate(mem[start..].as_ptr() as usize, len);
+        }
         Arena {
             mem,
             start,
@@ -730,4 +772,18 @@ fn concat_slices(mut pieces: Vec<(usize, ArrayRef)>) -> Result<ArrayRef> {
         return Err(internal("read of zero rows"));
     }
     arrow_select::concat::concat(&refs).map_err(|e| Error::format(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn populated_fresh_memory_is_writable_and_kept_as_written() {
+        let n = POPULATE_MIN + (40 << 20) + 12_345; // pieces of 32 MiB and a ragged tail
+        let mut v: Vec<u8> = Vec::with_capacity(n);
+        populate(v.as_ptr() as usize, n);
+        v.extend((0..n).map(|i| (i % 251) as u8));
+        assert!(v.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+    }
 }
