@@ -3,9 +3,10 @@
 //! A large read's fixed-width columns live in one allocation (the arena of
 //! [`super::gather`]). Fresh memory costs the kernel a page fault and a page clear per page
 //! on first touch: in a full read of 10 M spots × 60 tracks (a 2.8 GB result) that was
-//! 42 % of the samples (`clear_page_erms`), more than the decoding. pyarrow's allocator
-//! (jemalloc) keeps memory that was freed for about a second and hands it out again, so its
-//! repeated reads do not pay this. This pool does the same for result arenas, bounded:
+//! 42 % of the samples (`clear_page_erms`), more than the decoding. pyarrow's memory pool
+//! (mimalloc in the wheels measured here, `pyarrow.default_memory_pool().backend_name`;
+//! jemalloc in some builds) keeps freed memory and hands it out again, so its repeated
+//! reads do not pay this. This pool does the same for result arenas, bounded:
 //!
 //! * an arena comes back when the consumer releases the last array of the result (the
 //!   Arrow release callback drops the buffer's owner), and is kept if the kept bytes stay
