@@ -10,15 +10,26 @@
 /// Huge page size of x86-64 / aarch64 Linux transparent huge pages.
 pub(crate) const HUGE: usize = 2 << 20;
 
+/// Largest region advised for huge pages (larger ones keep 4 KiB pages), for every
+/// caller. With THP in `madvise` mode the kernel compacts memory for advised regions on
+/// fault, and when page cache fragments memory a large region waits for it: first reads
+/// of 10 M spots x 60 tracks (2.6 GB arena) in fresh processes took 2.17-3.79 s (median
+/// 3.40) advised against 1.87-2.15 s (median 2.02) not (bin/quiet, 5 alternations).
+/// Smaller arenas still gain: 1 M x 30 (150 MB) median 120 ms advised against 158 ms;
+/// 10 M coords (280 MB) was mixed (252-690 ms against 316-560 ms in one window; 214 ms
+/// advised against 330 ms not in two bench runs). Repeated reads reuse kept arenas
+/// (`chromdata::read::arenas`) either way.
+pub(crate) const HUGE_MAX: usize = 1 << 30;
+
 /// Asks for transparent huge pages over the whole 2 MiB pages of `[ptr, ptr + len)`, which
 /// must be memory the caller owns and has not touched yet (touched pages are already
-/// backed). A no-op below 2 MiB and off Linux.
+/// backed). A no-op below 2 MiB, above [`HUGE_MAX`] and off Linux.
 pub(crate) fn advise_huge(ptr: *const u8, len: usize) {
     #[cfg(target_os = "linux")]
     {
         let start = (ptr as usize).next_multiple_of(HUGE);
         let end = (ptr as usize).saturating_add(len) / HUGE * HUGE;
-        if end > start {
+        if end > start && len <= HUGE_MAX {
             // SAFETY: madvise only changes how the kernel backs the pages of
             // [start, end), which lies inside the caller's allocation; the contents and
             // validity of the memory do not change, and a failure (THP disabled) is

@@ -25,7 +25,7 @@ use super::arenas::{Arenas, Mem};
 use super::files::FileSet;
 use crate::chromdata::access::parquet::CACHE_PER_FILE;
 use crate::error::{Error, ErrorKind, Result};
-use crate::memory::{advise_huge, HUGE};
+use crate::memory::{advise_huge, HUGE, HUGE_MAX};
 
 /// What to read from one file set: stored column names over global row ranges, the ranges
 /// concatenated in order.
@@ -315,16 +315,6 @@ fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskO
     Ok(out)
 }
 
-/// Largest arena advised for huge pages. With THP in `madvise` mode the kernel compacts
-/// memory for advised regions on fault, and when page cache fragments memory a large
-/// arena waits for it: first reads of 10 M spots x 60 tracks (2.6 GB arena) in fresh
-/// processes took 2.17-3.79 s (median 3.40) advised against 1.87-2.15 s (median 2.02) not
-/// (bin/quiet, 5 alternations). Smaller arenas still gain: 1 M x 30 (150 MB) median 120 ms
-/// advised against 158 ms; 10 M coords (280 MB) was mixed (252-690 ms against 316-560 ms
-/// in one window; 214 ms advised against 330 ms not in two bench runs). Repeated reads
-/// reuse kept arenas ([`super::arenas`]) either way.
-const HUGE_ARENA_MAX: usize = 1 << 30;
-
 /// Fresh arenas of at least this size, not advised for huge pages, are faulted in ahead.
 const POPULATE_MIN: usize = 64 << 20;
 
@@ -377,7 +367,7 @@ const COLUMN_ALIGN: usize = 64;
 /// then clears byte by byte on the calling thread (glibc raises its mmap threshold to the
 /// size of the last large block freed, so every query after the first got reused, cleared
 /// memory: memset was 11 % of get_chrom(coords)). An arena of 2 MiB up to
-/// [`HUGE_ARENA_MAX`] starts on a 2 MiB boundary of a slightly larger allocation, advised
+/// [`HUGE_MAX`] starts on a 2 MiB boundary of a slightly larger allocation, advised
 /// for huge pages ([`crate::memory`]); untouched slack costs no resident memory. A large
 /// arena is taken from the handle's kept arenas when one fits, and goes back there when
 /// the result is released ([`super::arenas`]).
@@ -427,7 +417,7 @@ impl Arena {
                     .collect()
             })
             .collect();
-        let huge = (HUGE..=HUGE_ARENA_MAX).contains(&len) && cfg!(target_os = "linux");
+        let huge = (HUGE..=HUGE_MAX).contains(&len) && cfg!(target_os = "linux");
         // malloc's 16-byte alignment when not huge: the column offsets are then 16-byte
         // aligned, enough for every fixed-width Arrow type.
         let total = if huge { len + HUGE } else { len };
