@@ -33,8 +33,7 @@ pub(crate) struct ParquetFile {
     slice: FileSlice,
     /// The file-level metadata (schema, num_rows; no row groups).
     meta: ArrowReaderMetadata,
-    /// Where the footer's `FileMetaData` lies in the file: (offset, length).
-    footer_at: (u64, usize),
+    footer_at: FooterAt,
     /// The footer walked: at open when it came with the first read, else on first use
     /// ([`ParquetFile::walked`]). A footer that fails the walk or its checks keeps the
     /// error (each use reports it); a failed read is not kept (the next use reads again).
@@ -87,6 +86,9 @@ const TAIL_GUESS_REMOTE: u64 = 64 * 1024;
 /// the fields before the row groups (the schema: some 40 bytes a column).
 const HEAD_GUESS: u64 = 16 * 1024;
 
+/// Where a footer's `FileMetaData` lies in its file: (offset, length).
+type FooterAt = (u64, usize);
+
 /// A footer as open reads it.
 enum Footer {
     /// The whole `FileMetaData` bytes (they came with the first read, or the head alone
@@ -100,7 +102,7 @@ enum Footer {
 /// The `FileMetaData` of a Parquet file (plaintext footer, `PAR1` trailer): where it lies
 /// and its bytes, whole or only its head (see [`Footer`]). Outer error: the read failed
 /// (I/O, a request); inner: no valid footer.
-fn read_footer(slice: &FileSlice) -> Result<std::result::Result<((u64, usize), Footer), String>> {
+fn read_footer(slice: &FileSlice) -> Result<std::result::Result<(FooterAt, Footer), String>> {
     let len = slice.len();
     if len < 12 {
         return Ok(Err(format!("{len} bytes, too short for a Parquet file")));
@@ -240,10 +242,8 @@ impl ParquetFile {
     /// when the footer is walked already, else by the walk on first use, which then gives
     /// this same error on every use of the file.
     pub(crate) fn expect_group_rows(&mut self, expected: Vec<u64>) -> Result<()> {
-        if let Some(w) = self.walk.get() {
-            if let Ok(w) = w {
-                check_group_rows(&self.path, &w.map, &expected)?;
-            }
+        if let Some(Ok(w)) = self.walk.get() {
+            check_group_rows(&self.path, &w.map, &expected)?;
         }
         self.expected_rows = Some(expected);
         Ok(())
