@@ -92,6 +92,8 @@ fn assert_crash_reported(o: &Output, input: &Path, tail: &str, case: &str) {
         "deltacells: error: {}: libhdf5 crashed reading this malformed HDF5 file (SIG",
         input.display()
     );
+    // Each reproducer crashed libhdf5 1.10.8 (Debian) deterministically when committed; if
+    // a newer libhdf5 refuses one cleanly instead, it no longer tests the containment.
     assert!(line.starts_with(&want), "{case}: {line}");
     assert!(line.ends_with(tail), "{case}: want ...{tail:?}: {line}");
 }
