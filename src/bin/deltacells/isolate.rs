@@ -11,7 +11,8 @@
 //!
 //! If the child dies of a crash signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL), the
 //! parent removes what the child's dataset writer left — its hidden temporary siblings of
-//! OUTPUT, `.NAME.tmp-<child pid>-<random>` (`storage::fs::temp_name`), and nothing else —
+//! OUTPUT, `.NAME.tmp-<child pid>-<random>` (`storage::fs::temp_name`), and nothing else
+//! (a previous OUTPUT the publish had moved aside is put back: [`clean_up_child`]) —
 //! and prints one error line naming the input, the signal and libhdf5, with exit status 1
 //! (bad data). The writer publishes only in `finish`, after the last read of the input, so
 //! a crash while reading never touches an existing OUTPUT (`--overwrite` swaps the new
@@ -189,10 +190,14 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
         .map(|m| (m.dev(), m.ino()))
 }
 
-/// Removes the hidden temporaries the child `pid` left beside `output`
-/// (`.NAME.tmp-<pid>-<16 hex digits>`: its dataset writer's directory, or a replaced
-/// dataset moved aside); nothing else. Returns how many.
-fn remove_child_temps(output: &Path, pid: u32) -> usize {
+/// Cleans up after the child `pid` crashed: removes the hidden temporaries it left beside
+/// `output` (`.NAME.tmp-<pid>-<16 hex digits>`: its dataset writer's directory, or a
+/// replaced dataset moved aside), and nothing else. One exception: if `output` is gone and
+/// one of them is the previous output (`before`: its device and inode, which a rename keeps),
+/// the child crashed between moving it aside and renaming the new dataset in (the publish
+/// of a file system that cannot swap, `storage::fs::publish_dir`): it is put back instead.
+/// Returns how many entries were removed.
+fn clean_up_child(output: &Path, pid: u32, before: Option<(u64, u64)>) -> usize {
     let Some(name) = output.file_name().and_then(|n| n.to_str()) else {
         return 0;
     };
@@ -201,18 +206,23 @@ fn remove_child_temps(output: &Path, pid: u32) -> usize {
     let Ok(entries) = std::fs::read_dir(&parent) else {
         return 0;
     };
+    let ours: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && fs::is_temp_name(p))
+        })
+        .collect();
     let mut removed = 0;
-    for e in entries.flatten() {
-        let path = e.path();
-        let ours = e
-            .file_name()
-            .to_str()
-            .is_some_and(|n| n.starts_with(&prefix) && fs::is_temp_name(&path));
-        if !ours {
+    for path in ours {
+        let previous = before.is_some() && identity(&path) == before;
+        if previous && !fs::exists(output) && std::fs::rename(&path, output).is_ok() {
             continue;
         }
-        let r = match e.file_type() {
-            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+        let r = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
             _ => std::fs::remove_file(&path),
         };
         removed += usize::from(r.is_ok());
@@ -292,7 +302,7 @@ fn crash_message(
     );
     match (&plan.output, before) {
         (Some(out), Some(before)) => {
-            remove_child_temps(Path::new(out), pid);
+            clean_up_child(Path::new(out), pid, before);
             let after = identity(Path::new(out));
             if after.is_some() && after != before {
                 format!(
@@ -322,4 +332,50 @@ fn end_like(sig: libc::c_int) -> ExitCode {
         }
     }
     ExitCode::from((128 + sig.clamp(0, 127)) as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "deltacells-isolate-{tag}-{}-{:x}",
+            std::process::id(),
+            fs::random_u64()
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// The child's temporaries go, a live process's and a user's files stay; a previous
+    /// output the child had moved aside (the publish's fallback without a swap) comes back.
+    #[test]
+    fn clean_up_removes_only_the_childs_temporaries_and_restores_a_moved_output() {
+        let d = scratch("clean");
+        let out = d.join("out.dc");
+        std::fs::create_dir(&out).unwrap();
+        std::fs::write(out.join("manifest.json"), b"old").unwrap();
+        let before = identity(&out);
+        let pid = 4_000_000_001u32; // no such process: only the name matters here
+        let aside = d.join(fs::temp_name("out.dc", pid, 1));
+        let new_tree = d.join(fs::temp_name("out.dc", pid, 2));
+        let other = d.join(fs::temp_name("out.dc", 1, 3));
+        let user = d.join(".out.dc.tmp-notes");
+        std::fs::rename(&out, &aside).unwrap();
+        std::fs::create_dir(&new_tree).unwrap();
+        std::fs::write(new_tree.join("manifest.json"), b"new").unwrap();
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(&user, b"mine").unwrap();
+        assert_eq!(clean_up_child(&out, pid, before), 1);
+        assert_eq!(std::fs::read(out.join("manifest.json")).unwrap(), b"old");
+        assert!(!fs::exists(&aside) && !fs::exists(&new_tree));
+        assert!(fs::exists(&other) && fs::exists(&user));
+        // Without a previous output, everything of the child's goes.
+        std::fs::remove_dir_all(&out).unwrap();
+        std::fs::create_dir(&aside).unwrap();
+        assert_eq!(clean_up_child(&out, pid, None), 1);
+        assert!(!fs::exists(&aside) && !fs::exists(&out) && fs::exists(&other));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }
