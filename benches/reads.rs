@@ -9,6 +9,7 @@
 //!     /work/team/bin/quiet cargo bench --features cli --bench reads -- --only gather
 //!     /work/team/bin/quiet cargo bench --features cli --bench reads -- --only batches
 //!     /work/team/bin/quiet cargo bench --features cli --bench reads -- --only decode
+//!     /work/team/bin/quiet cargo bench --features cli --bench reads -- --only decode-bound
 //!     cargo bench --features cli --bench reads -- --quick             # small data, a smoke run
 //!
 //! Data (synthetic realistic counts, benches/synthetic; zstd 19, 8 chunks per tile), kept
@@ -22,7 +23,8 @@
 //! * batches: reading the same dataset tile by tile in order (`dc_dataset_read_tile` into
 //!   caller buffers) — the iteration must deliver as many cells per second; beside it, a
 //!   plain loop of `dc_dataset_gather` over the same batches (no read-ahead);
-//! * tile decode: bare zstd of every frame + CRC-32.
+//! * tile decode: bare zstd of every frame + CRC-32; `decode-bound` measures beside it the
+//!   lower bound of any decoder writing the API's output (benches/decode_bound/mod.rs).
 
 use std::ffi::c_void;
 use std::fs::File;
@@ -38,6 +40,7 @@ use rayon::prelude::*;
 use zstd::zstd_safe::DCtx;
 
 mod cabi;
+mod decode_bound;
 mod synthetic;
 use cabi::{median, ok, CDataset, Csr};
 use synthetic::{synthetic, Rng};
@@ -46,7 +49,7 @@ struct Args {
     prepare_only: bool,
     quick: bool,
     reps: usize,
-    /// Sections to run (empty = all): gather, batches, decode.
+    /// Sections to run (empty = all): gather, batches, decode, decode-bound.
     only: Vec<String>,
     /// Run one piece once, for `valgrind --tool=callgrind` or `perf record` (decode-floor,
     /// decode-ours, gather-{ours,floor}:{k}:{one,ten}).
@@ -242,16 +245,22 @@ fn median_times(ts: &[Times]) -> Times {
 /// Medians over `reps` runs of each closure after one warm-up run of each, the closures run
 /// alternately (so that a change of machine load hits all of them).
 fn medians<const N: usize>(reps: usize, fs: &mut [&mut dyn FnMut(); N]) -> [Times; N] {
+    let ts = medians_dyn(reps, fs);
+    std::array::from_fn(|i| ts[i])
+}
+
+/// `medians` of any number of closures.
+fn medians_dyn(reps: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Times> {
     for f in fs.iter_mut() {
         f();
     }
-    let mut ts: Vec<Vec<Times>> = vec![Vec::new(); N];
+    let mut ts: Vec<Vec<Times>> = vec![Vec::new(); fs.len()];
     for _ in 0..reps {
         for (f, t) in fs.iter_mut().zip(ts.iter_mut()) {
             t.push(time(&mut **f));
         }
     }
-    std::array::from_fn(|i| median_times(&ts[i]))
+    ts.iter().map(|t| median_times(t)).collect()
 }
 
 /// The gather floor's view of one tile: its path and the frames of each chunk.
@@ -923,5 +932,8 @@ fn main() {
     }
     if run("decode") {
         decode(&data, a.reps, None);
+    }
+    if run("decode-bound") {
+        decode_bound::decode_bound(&data, a.reps);
     }
 }

@@ -541,3 +541,100 @@ fn reused_result_memory_gives_the_same_answers() {
     drop(cd);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Rewrites the Parquet file at `path` with the same rows and columns in row groups of
+/// `rows` rows (the store's index then disagrees with the file).
+fn regroup(path: &Path, rows: usize) {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+    let file = std::fs::File::open(path).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let batches: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(rows))
+        .build();
+    let out = std::fs::File::create(path).unwrap();
+    let mut w = ArrowWriter::try_new(out, batches[0].schema(), Some(props)).unwrap();
+    for b in &batches {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
+}
+
+/// Bytes of a Parquet file's footer (its `FileMetaData`).
+fn footer_len(path: &Path) -> u64 {
+    let b = std::fs::read(path).unwrap();
+    let n = b.len();
+    u32::from_le_bytes(b[n - 8..n - 4].try_into().unwrap()) as u64
+}
+
+/// A 2.2 store whose primary footers are too wide to walk at open (many small row groups):
+/// every query answers as the reference. With the primary file's row groups no longer
+/// those of the index, open still succeeds (the walk and its checks run on first use), a
+/// read of primary columns reports the mismatch as a format error naming the file, the
+/// same on every try, while coords reads on the same handle keep answering.
+#[test]
+fn wide_footers_are_walked_and_checked_on_first_use() {
+    let c = Case {
+        seed: 11,
+        n: 30_000,
+        cells: true,
+        coord_f32: false,
+        n_traces: 9,
+        n_cells: 3,
+        n_chroms: 4,
+    };
+    let d = make(&c);
+    let dir = tmpdir("wide-footers");
+    let path = dir.join("s22.chromdata.zarr");
+    let opts = WriterOptions {
+        layout: Layout::PrimaryCoords,
+        row_group_size: 40,
+        coords_row_group_size: 2000,
+        ..WriterOptions::default()
+    };
+    let mut w = ChromDataWriter::create(&path, opts).unwrap();
+    w.append(d.input.clone()).unwrap();
+    w.finish().unwrap();
+    let primary = path.join("tables/primary/spots.parquet");
+    assert!(
+        footer_len(&primary) > 64 * 1024,
+        "footer of {} bytes: not wide",
+        footer_len(&primary)
+    );
+    let all = d.names();
+    let cd = ChromData::open(&path).unwrap();
+    assert_same(
+        &cd.read_spots(false, &Columns::All).unwrap(),
+        &d.answer(|_| true, &all),
+        "read_spots",
+    );
+    let got = cd.get_chrom(&d.chroms[1], &Columns::All).unwrap();
+    assert_same(&got, &d.answer(|i| d.keys[i].2 == 1, &all), "get_chrom");
+    drop(cd);
+
+    regroup(&primary, 55);
+    let cd = ChromData::open(&path).unwrap();
+    let mut r = Rng(3);
+    let sets = column_sets(&d, &mut r);
+    let coords = d.answer(|_| true, &sets[1].1);
+    for round in 0..2 {
+        let e = cd.read_spots(false, &Columns::All).unwrap_err();
+        assert_eq!(e.kind, deltacells::ErrorKind::Format, "{e}");
+        assert!(
+            e.message
+                .contains("primary/spots.parquet: row groups of [55, 55")
+                && e.message.contains("the index says [40, 40"),
+            "round {round}: {e}"
+        );
+        assert_eq!(cd.get_chrom(&d.chroms[0], &Columns::All).unwrap_err(), e);
+        let got = cd.read_spots(false, &Columns::Coords).unwrap();
+        assert_same(&got, &coords, &format!("round {round}: coords"));
+    }
+    drop(cd);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -14,7 +14,10 @@ use std::path::{Path, PathBuf};
 
 use deltacells::ffi::*;
 
-/// The committed inputs of `target`, sorted.
+/// The committed inputs of `target`, sorted. Only fuzz/corpus and fuzz/regressions: the
+/// .h5ad files that crash libhdf5 (a segfault in C code, which would kill this test binary:
+/// no containment in-process is possible) are kept apart, as patches in
+/// tests/data/hdf5-crashes/, and run through the CLI's child process by tests/hdf5_crash.rs.
 fn inputs(target: &str) -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
     let mut out = Vec::new();

@@ -28,6 +28,7 @@ use hdf5_metno as hdf5;
 use super::mtx::CellMatrix;
 use super::source::CellSource;
 use super::tables::{self, Tables};
+use crate::contain::decoding;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Entries read per HDF5 call when streaming (bounds memory: 16 bytes per entry).
@@ -76,7 +77,14 @@ impl H5adSource {
     }
 
     /// Opens `path` with the counts in element `x_name` (e.g. `layers/counts`, `raw/X`).
+    /// A panic of the hdf5 binding on the file's data is a `Format` error naming the file
+    /// (`contain::decoding`); a crash of libhdf5 itself cannot be caught in-process (the CLI
+    /// reads HDF5 inputs in a child process: docs/reliability.md §1).
     pub fn open_matrix(path: &Path, x_name: &str) -> Result<H5adSource> {
+        decoding(path.display(), || Self::open_unchecked(path, x_name))
+    }
+
+    fn open_unchecked(path: &Path, x_name: &str) -> Result<H5adSource> {
         let file = hdf5::File::open(path).map_err(|e| h5err(path, "cannot open as HDF5", e))?;
         let fail = |m: String| Error::format(format!("{}: {x_name}: {m}", path.display()));
         if !file.link_exists(x_name) {
@@ -605,17 +613,9 @@ fn arrow_cast_display(a: &ArrayRef, i: usize) -> String {
     String::new()
 }
 
-impl CellSource for H5adSource {
-    fn kind(&self) -> &'static str {
-        "h5ad file"
-    }
-    fn n_cells(&self) -> u64 {
-        self.n_cells
-    }
-    fn n_genes(&self) -> u32 {
-        self.n_genes
-    }
-    fn gene_totals(&mut self) -> Result<Vec<u64>> {
+/// The reads of `CellSource`, which runs each in a `contain::decoding` scope.
+impl H5adSource {
+    fn gene_totals_unchecked(&mut self) -> Result<Vec<u64>> {
         match &self.layout {
             Layout::InMemory(m) => Ok(m.gene_totals()),
             Layout::Csr {
@@ -652,7 +652,7 @@ impl CellSource for H5adSource {
             }
         }
     }
-    fn read_cells(&mut self, lo: u64, hi: u64) -> Result<CellMatrix> {
+    fn read_cells_unchecked(&mut self, lo: u64, hi: u64) -> Result<CellMatrix> {
         match &self.layout {
             Layout::InMemory(m) => Ok(m.slice_rows(lo as usize, hi as usize)),
             Layout::Dense(ds) => self.read_dense(ds, lo, hi),
@@ -681,7 +681,7 @@ impl CellSource for H5adSource {
             }
         }
     }
-    fn var_names(&mut self) -> Result<Option<(Vec<String>, String)>> {
+    fn var_names_unchecked(&mut self) -> Result<Option<(Vec<String>, String)>> {
         let Some(var) = self.dataframe("var", self.n_genes as u64)? else {
             return Ok(None);
         };
@@ -693,11 +693,39 @@ impl CellSource for H5adSource {
         let names: Vec<String> = idx.iter().map(|s| s.unwrap_or("").to_string()).collect();
         Ok(Some((names, "the var index".to_string())))
     }
-    fn tables(&mut self) -> Result<Tables> {
+    fn tables_unchecked(&mut self) -> Result<Tables> {
         Ok(Tables {
             var: self.dataframe("var", self.n_genes as u64)?,
             obs: self.dataframe("obs", self.n_cells)?,
         })
+    }
+}
+
+impl CellSource for H5adSource {
+    fn kind(&self) -> &'static str {
+        "h5ad file"
+    }
+    fn n_cells(&self) -> u64 {
+        self.n_cells
+    }
+    fn n_genes(&self) -> u32 {
+        self.n_genes
+    }
+    fn gene_totals(&mut self) -> Result<Vec<u64>> {
+        let path = self.path.clone();
+        decoding(path.display(), || self.gene_totals_unchecked())
+    }
+    fn read_cells(&mut self, lo: u64, hi: u64) -> Result<CellMatrix> {
+        let path = self.path.clone();
+        decoding(path.display(), || self.read_cells_unchecked(lo, hi))
+    }
+    fn var_names(&mut self) -> Result<Option<(Vec<String>, String)>> {
+        let path = self.path.clone();
+        decoding(path.display(), || self.var_names_unchecked())
+    }
+    fn tables(&mut self) -> Result<Tables> {
+        let path = self.path.clone();
+        decoding(path.display(), || self.tables_unchecked())
     }
     fn input_bytes(&self) -> u64 {
         std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0)

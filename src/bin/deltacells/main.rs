@@ -27,6 +27,7 @@ use deltacells::{Error, ErrorKind, Result};
 mod args;
 mod chromdata_cli;
 mod console;
+mod isolate;
 
 use console::{quiet, summary, Bar};
 
@@ -125,6 +126,9 @@ Safety: the dataset is written into a hidden temporary directory next to OUTPUT 
 into place at the end, so an interrupted or failed conversion never leaves anything that
 opens as a dataset. A bad input gives a one-line error naming the file and the line (or the
 HDF5 element and position), and exit status 1 (2 for a usage error, 3 for a missing input).
+An HDF5 input is read in a child process (this program started again, one process start):
+libhdf5, the C library reading it, can crash on a malformed file, and then the error names the
+file and the signal, the status is 1, nothing is written and an existing OUTPUT is untouched.
 Progress is shown on stderr when stderr is a terminal, or with --progress (not with
 --quiet, which also drops the summary).
 
@@ -154,6 +158,8 @@ the manifest says so (and obs shard sizes). Prints one line per problem and exit
 status 1 if there is any, else prints a summary and exits 0.
   --against INPUT  also gather every cell (tile by tile, through the reader's gather) and
                    compare it with INPUT (any input `convert` takes), undoing the gene order.
+                   An HDF5 INPUT is read in a child process, as by convert (see its help):
+                   a crash of libhdf5 on a malformed file is an error naming it, status 1.
 Progress is shown on stderr when stderr is a terminal, or with --progress.
 
 Examples:
@@ -716,7 +722,17 @@ fn exit_status(kind: ErrorKind) -> u8 {
 }
 
 fn main() -> ExitCode {
-    match run(std::env::args().skip(1).collect()) {
+    if let Err(m) = isolate::enter_child() {
+        eprintln!("deltacells: error: {m}");
+        return ExitCode::from(exit_status(ErrorKind::Internal));
+    }
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    // A command that opens an HDF5 input runs in a child process: libhdf5's crashes on
+    // malformed files end that process, not this one (isolate.rs).
+    if let Some(plan) = isolate::plan(&Args::parse(raw.clone())) {
+        return isolate::run_in_child(&plan);
+    }
+    match run(raw) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("deltacells: error: {e}");

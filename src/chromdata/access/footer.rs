@@ -54,6 +54,25 @@ impl FooterMap {
         w.file_metadata().map_err(|Fail(what)| w.bad(what))
     }
 
+    /// Finds, walking only the fields before it, where `row_groups` (field 4) starts in
+    /// `buf`, the head of a footer: the offset just after its field header. The head up to
+    /// there decodes, with an empty list appended ([`head_without_groups`]), to the
+    /// file-level metadata (version, schema, num_rows; the optional fields after the row
+    /// groups are left out). `None` when the head ends first or is damaged: the caller then
+    /// walks the whole footer ([`FooterMap::scan`]), which reports the damage.
+    pub(crate) fn row_groups_start(buf: &[u8]) -> Option<usize> {
+        let mut w = Walker { buf, pos: 0 };
+        let mut last = 0i16;
+        while let Some((id, ty)) = w.field_header(last).ok()? {
+            if id == 4 {
+                return (ty == T_LIST).then_some(w.pos);
+            }
+            w.skip_field(ty, 1).ok()?;
+            last = id;
+        }
+        None
+    }
+
     /// The footer with an empty row-group list: decodes to the file-level metadata only.
     pub(crate) fn without_groups(&self, buf: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(buf.len() - (self.list.1 - self.list.0) + 1);
@@ -75,6 +94,17 @@ impl FooterMap {
         out.push(0); // end of FileMetaData
         out
     }
+}
+
+/// The head of a footer up to `row_groups` ([`FooterMap::row_groups_start`] = `start`)
+/// with an empty row-group list and the end of `FileMetaData`: decodes to the file-level
+/// metadata only.
+pub(crate) fn head_without_groups(head: &[u8], start: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(start + 2);
+    out.extend_from_slice(&head[..start]);
+    out.push(T_STRUCT); // list header: 0 elements of type struct
+    out.push(0); // end of FileMetaData
+    out
 }
 
 /// Why a walk stopped (turned into an [`Error`] with the position at the top): small, so
@@ -405,6 +435,26 @@ mod tests {
                 assert_eq!(a.column(c).compressed_size(), b.column(c).compressed_size());
             }
         }
+        // The head alone (up to row_groups) decodes to the same file-level metadata; every
+        // head too short to reach row_groups gives None, never a panic.
+        let start = FooterMap::row_groups_start(footer).unwrap();
+        assert_eq!(start, map.list.0);
+        let head =
+            ParquetMetaDataReader::decode_metadata(&head_without_groups(footer, start)).unwrap();
+        assert_eq!(head.num_row_groups(), 0);
+        assert_eq!(head.file_metadata().num_rows(), 13);
+        assert_eq!(
+            head.file_metadata().schema_descr().num_columns(),
+            full.file_metadata().schema_descr().num_columns()
+        );
+        for cut in 0..start {
+            assert_eq!(
+                FooterMap::row_groups_start(&footer[..cut]),
+                None,
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(FooterMap::row_groups_start(&footer[..start]), Some(start));
         // Every truncation of the footer is refused by the walk, never a panic.
         for cut in 0..footer.len() {
             assert!(FooterMap::scan(&footer[..cut]).is_err(), "cut at {cut}");

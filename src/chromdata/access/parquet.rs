@@ -16,7 +16,7 @@ use parquet::file::metadata::{
     ParquetMetaData, ParquetMetaDataOptions, ParquetMetaDataReader, ParquetStatisticsPolicy,
 };
 
-use super::footer::FooterMap;
+use super::footer::{head_without_groups, FooterMap};
 use super::pages::GroupChunks;
 use super::store::{FileSlice, Store};
 use crate::chromdata::values::normalise;
@@ -33,17 +33,28 @@ pub(crate) struct ParquetFile {
     slice: FileSlice,
     /// The file-level metadata (schema, num_rows; no row groups).
     meta: ArrowReaderMetadata,
-    /// The footer's `FileMetaData` bytes and where its row groups lie in them.
-    footer: Vec<u8>,
-    map: FooterMap,
-    /// Row group g's metadata alone, decoded on first use.
-    groups: Vec<OnceLock<Arc<ParquetMetaData>>>,
+    footer_at: FooterAt,
+    /// The footer walked: at open when it came with the first read, else on first use
+    /// ([`ParquetFile::walked`]). A footer that fails the walk or its checks keeps the
+    /// error (each use reports it); a failed read is not kept (the next use reads again).
+    walk: OnceLock<Result<Walked>>,
+    /// Rows of each row group as the store's index says (checked by the walk).
+    expected_rows: Option<Vec<u64>>,
     /// Store path + relative path, for messages.
     pub(crate) path: String,
     /// Store-relative path (`tables/...`).
     pub(crate) rel: String,
     cache: Mutex<VecDeque<CacheEntry>>,
     reads: Arc<AtomicU64>,
+}
+
+/// A walked footer: its bytes, where its row groups lie, and each row group's metadata.
+struct Walked {
+    /// The footer's `FileMetaData` bytes.
+    footer: Vec<u8>,
+    map: FooterMap,
+    /// Row group g's metadata alone, decoded on first use.
+    groups: Vec<OnceLock<Arc<ParquetMetaData>>>,
 }
 
 impl std::fmt::Debug for ParquetFile {
@@ -58,6 +69,11 @@ fn parquet_error(path: &str, e: impl std::fmt::Display) -> Error {
     Error::format(format!("{path}: {e}"))
 }
 
+/// The error of a footer that is not valid Parquet.
+fn invalid_footer(path: &str, e: impl std::fmt::Display) -> Error {
+    parquet_error(path, format_args!("no valid Parquet footer ({e})"))
+}
+
 /// Bytes read first from the end of a local file: the footers of most files of a store fit
 /// (a coords partition's or a small table's take a few KB); a larger footer costs a second
 /// read of exactly its missing head. (Reading 64 KB at once copied ten times the footers'
@@ -66,10 +82,27 @@ fn parquet_error(path: &str, e: impl std::fmt::Display) -> Error {
 const TAIL_GUESS: u64 = 16 * 1024;
 /// The same at a URL, where a second request costs a round trip.
 const TAIL_GUESS_REMOTE: u64 = 64 * 1024;
+/// Bytes of a footer's head read at open when the footer is larger than the first read:
+/// the fields before the row groups (the schema: some 40 bytes a column).
+const HEAD_GUESS: u64 = 16 * 1024;
 
-/// The `FileMetaData` bytes of a Parquet file (plaintext footer, `PAR1` trailer). Outer
-/// error: the read failed (I/O, a request); inner: no valid footer.
-fn read_footer(slice: &FileSlice) -> Result<std::result::Result<Vec<u8>, String>> {
+/// Where a footer's `FileMetaData` lies in its file: (offset, length).
+type FooterAt = (u64, usize);
+
+/// A footer as open reads it.
+enum Footer {
+    /// The whole `FileMetaData` bytes (they came with the first read, or the head alone
+    /// did not reach the row groups).
+    Whole(Vec<u8>),
+    /// Its first bytes, reaching the start of `row_groups` at `start` (the rest is read on
+    /// first use).
+    Head { head: Vec<u8>, start: usize },
+}
+
+/// The `FileMetaData` of a Parquet file (plaintext footer, `PAR1` trailer): where it lies
+/// and its bytes, whole or only its head (see [`Footer`]). Outer error: the read failed
+/// (I/O, a request); inner: no valid footer.
+fn read_footer(slice: &FileSlice) -> Result<std::result::Result<(FooterAt, Footer), String>> {
     let len = slice.len();
     if len < 12 {
         return Ok(Err(format!("{len} bytes, too short for a Parquet file")));
@@ -93,59 +126,110 @@ fn read_footer(slice: &FileSlice) -> Result<std::result::Result<Vec<u8>, String>
             "footer of {meta_len} bytes in a file of {len} bytes"
         )));
     }
+    let at = (len - 8 - meta_len, meta_len as usize);
     tail.truncate(n - 8);
     if meta_len + 8 <= tail_len {
         let start = (tail_len - 8 - meta_len) as usize;
         tail.drain(..start);
-        Ok(Ok(tail))
-    } else {
-        // The footer's head lies before the bytes read: read just that, then append.
-        let head_len = meta_len + 8 - tail_len;
-        let mut footer = slice.read_at(len - 8 - meta_len, head_len as usize)?;
-        footer.extend_from_slice(&tail);
-        Ok(Ok(footer))
+        return Ok(Ok((at, Footer::Whole(tail))));
     }
+    // A footer larger than the first read and than a head (a wide file with many row
+    // groups): its head, for the file-level part; the row groups are walked on first use.
+    if meta_len > HEAD_GUESS {
+        let head = slice.read_at(at.0, HEAD_GUESS as usize)?;
+        if let Some(start) = FooterMap::row_groups_start(&head) {
+            return Ok(Ok((at, Footer::Head { head, start })));
+        }
+    }
+    // The footer's head lies before the bytes read: read just that, then append.
+    let head_len = meta_len + 8 - tail_len;
+    let mut footer = slice.read_at(at.0, head_len as usize)?;
+    footer.extend_from_slice(&tail);
+    Ok(Ok((at, Footer::Whole(footer))))
+}
+
+/// Walks a whole footer ([`FooterMap::scan`]) and checks each row group has a column chunk
+/// for each of the schema's `leaves` columns.
+fn walk_footer(path: &str, footer: Vec<u8>, leaves: usize) -> Result<Walked> {
+    let map = FooterMap::scan(&footer).map_err(|e| invalid_footer(path, &e.message))?;
+    if let Some(g) = map.groups.iter().position(|g| g.n_columns != leaves) {
+        return Err(invalid_footer(
+            path,
+            format_args!(
+                "row group {g} has {} column chunks, the schema {leaves} columns",
+                map.groups[g].n_columns
+            ),
+        ));
+    }
+    Ok(Walked {
+        groups: map.groups.iter().map(|_| OnceLock::new()).collect(),
+        footer,
+        map,
+    })
+}
+
+/// Row groups of the rows `got` (the footer's) where the index says `expected`: an error.
+fn check_group_rows(path: &str, map: &FooterMap, expected: &[u64]) -> Result<()> {
+    let got: Vec<u64> = map
+        .groups
+        .iter()
+        .map(|g| g.num_rows.max(0) as u64)
+        .collect();
+    if got != expected {
+        return Err(Error::format(format!(
+            "{}: row groups of {:?} rows, the index says {:?} (row groups must match index/row_groups)",
+            path,
+            if got.len() > 8 { &got[..8] } else { &got[..] },
+            if expected.len() > 8 { &expected[..8] } else { expected },
+        )));
+    }
+    Ok(())
 }
 
 impl ParquetFile {
-    /// Opens `path` (store-relative) and reads its footer: walked whole (structure, each row
-    /// group's rows and column count), the file-level part decoded; the column chunks of a
-    /// row group are decoded when it is first read ([`footer`](super::footer)). Missing →
-    /// NotFound; no valid footer (e.g. a truncated file) → Format.
+    /// Opens `path` (store-relative) and reads its footer; the file-level part (schema,
+    /// num_rows) is decoded. A footer that came with the first read is walked whole
+    /// (structure, each row group's rows and column count) now; a larger one (a wide file
+    /// with many row groups, whose walk would be most of an open) only from its head, the
+    /// rest being read and walked on first use ([`ParquetFile::walked`]). The column chunks
+    /// of a row group are decoded when it is first read ([`footer`](super::footer)).
+    /// Missing → NotFound; no valid footer (e.g. a truncated file) → Format.
     pub(crate) fn open(store: &Store, path: &str, reads: Arc<AtomicU64>) -> Result<ParquetFile> {
         // At a URL the footer's likely bytes come with the slice (one request, not two).
         let slice = store.slice_tail(path, TAIL_GUESS_REMOTE)?;
         let full = format!("{}/{path}", store.display);
-        let invalid = |e: &dyn std::fmt::Display| {
-            parquet_error(&full, format_args!("no valid Parquet footer ({e})"))
-        };
-        let footer = read_footer(&slice)?.map_err(|e| invalid(&e))?;
+        let (footer_at, footer) = read_footer(&slice)?.map_err(|e| invalid_footer(&full, e))?;
         // The tail served the footer; the handle keeps no copy of it (a store may hold
         // thousands of files).
         let slice = slice.without_tail();
-        let map = FooterMap::scan(&footer).map_err(|e| invalid(&e.message))?;
+        let (file_level_bytes, whole) = match footer {
+            Footer::Whole(bytes) => {
+                let map = FooterMap::scan(&bytes).map_err(|e| invalid_footer(&full, &e.message))?;
+                (map.without_groups(&bytes), Some(bytes))
+            }
+            Footer::Head { head, start } => (head_without_groups(&head, start), None),
+        };
         // The parquet crate's decoders run contained (docs/reliability.md §1).
         let file_level = contain::decoding(&full, || {
-            ParquetMetaDataReader::decode_metadata_with_options(&map.without_groups(&footer), None)
-                .map_err(|e| invalid(&e))
+            ParquetMetaDataReader::decode_metadata_with_options(&file_level_bytes, None)
+                .map_err(|e| invalid_footer(&full, &e))
         })?;
         let leaves = file_level.file_metadata().schema_descr().num_columns();
-        if let Some(g) = map.groups.iter().position(|g| g.n_columns != leaves) {
-            return Err(invalid(&format_args!(
-                "row group {g} has {} column chunks, the schema {leaves} columns",
-                map.groups[g].n_columns
-            )));
+        let walk = OnceLock::new();
+        if let Some(bytes) = whole {
+            let _ = walk.set(Ok(walk_footer(&full, bytes, leaves)?));
         }
         // Readers must use the Parquet logical types, not the stored Arrow schema (§6.2).
         let opts = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
         let meta = contain::decoding(&full, || {
-            ArrowReaderMetadata::try_new(Arc::new(file_level), opts).map_err(|e| invalid(&e))
+            ArrowReaderMetadata::try_new(Arc::new(file_level), opts)
+                .map_err(|e| invalid_footer(&full, &e))
         })?;
         Ok(ParquetFile {
             slice,
-            groups: map.groups.iter().map(|_| OnceLock::new()).collect(),
-            footer,
-            map,
+            footer_at,
+            walk,
+            expected_rows: None,
             meta,
             path: full,
             rel: path.to_string(),
@@ -154,10 +238,42 @@ impl ParquetFile {
         })
     }
 
+    /// Sets the rows of each row group the store's index gives (§14 rule 4): checked now
+    /// when the footer is walked already, else by the walk on first use, which then gives
+    /// this same error on every use of the file.
+    pub(crate) fn expect_group_rows(&mut self, expected: Vec<u64>) -> Result<()> {
+        if let Some(Ok(w)) = self.walk.get() {
+            check_group_rows(&self.path, &w.map, &expected)?;
+        }
+        self.expected_rows = Some(expected);
+        Ok(())
+    }
+
+    /// The footer walked and checked (structure, column chunks per row group, rows per row
+    /// group against the index), once per file; see [`ParquetFile::open`].
+    fn walked(&self) -> Result<&Walked> {
+        if let Some(w) = self.walk.get() {
+            return w.as_ref().map_err(Error::clone);
+        }
+        // A failed read is reported, not kept.
+        let footer = self.slice.read_at(self.footer_at.0, self.footer_at.1)?;
+        let leaves = self.meta.parquet_schema().num_columns();
+        let walked =
+            walk_footer(&self.path, footer, leaves).and_then(|w| match &self.expected_rows {
+                Some(expected) => check_group_rows(&self.path, &w.map, expected).map(|()| w),
+                None => Ok(w),
+            });
+        self.walk
+            .get_or_init(|| walked)
+            .as_ref()
+            .map_err(Error::clone)
+    }
+
     /// The metadata of row group `g` alone (as its group 0), decoded on first use.
     /// Statistics are never used: not decoding them makes it 2x cheaper.
     fn group_meta(&self, g: usize) -> Result<&Arc<ParquetMetaData>> {
-        if let Some(m) = self.groups[g].get() {
+        let w = self.walked()?;
+        if let Some(m) = w.groups[g].get() {
             return Ok(m);
         }
         let opts = ParquetMetaDataOptions::new()
@@ -167,7 +283,7 @@ impl ParquetFile {
             .with_encoding_stats_policy(ParquetStatisticsPolicy::SkipAll);
         let one = contain::decoding(&self.path, || {
             ParquetMetaDataReader::decode_metadata_with_options(
-                &self.map.only_group(&self.footer, g),
+                &w.map.only_group(&w.footer, g),
                 Some(&opts),
             )
             .map_err(|e| {
@@ -177,7 +293,7 @@ impl ParquetFile {
                 )
             })
         })?;
-        Ok(self.groups[g].get_or_init(|| Arc::new(one)))
+        Ok(w.groups[g].get_or_init(|| Arc::new(one)))
     }
 
     /// Requests this file's reads may have in flight at once (1 locally).
@@ -193,17 +309,9 @@ impl ParquetFile {
         self.meta.metadata().file_metadata().num_rows().max(0) as u64
     }
 
-    pub(crate) fn row_group_rows(&self) -> Vec<u64> {
-        self.map
-            .groups
-            .iter()
-            .map(|g| g.num_rows.max(0) as u64)
-            .collect()
-    }
-
     /// Rows of row group `g` as its footer gives them.
-    fn group_rows(&self, g: usize) -> usize {
-        self.map.groups[g].num_rows.max(0) as usize
+    fn group_rows(&self, g: usize) -> Result<usize> {
+        Ok(self.walked()?.map.groups[g].num_rows.max(0) as usize)
     }
 
     /// Top-level column index of `name`.
@@ -236,8 +344,8 @@ impl ParquetFile {
     }
 
     /// Number of row groups.
-    pub(crate) fn num_row_groups(&self) -> usize {
-        self.map.groups.len()
+    pub(crate) fn num_row_groups(&self) -> Result<usize> {
+        Ok(self.walked()?.map.groups.len())
     }
 
     /// Counts `n` row-group decodes (see `ChromData::row_group_reads`).
@@ -248,8 +356,8 @@ impl ParquetFile {
     /// Decodes row group `g` with the top-level columns `cols`, returned in that order;
     /// bypasses the cache and the read counter; safe to call from several threads at once.
     pub(crate) fn decode_columns(&self, g: usize, cols: &[usize]) -> Result<Vec<ArrayRef>> {
-        let rows = if g < self.num_row_groups() {
-            self.group_rows(g).max(1)
+        let rows = if g < self.num_row_groups()? {
+            self.group_rows(g)?.max(1)
         } else {
             1
         };
@@ -288,7 +396,7 @@ impl ParquetFile {
         batch_rows: usize,
         mut f: impl FnMut(usize, Vec<ArrayRef>) -> Result<()>,
     ) -> Result<()> {
-        let n_groups = self.num_row_groups();
+        let n_groups = self.num_row_groups()?;
         if g >= n_groups {
             return Err(Error::format(format!(
                 "{}: row group {g} requested, file has {n_groups}",
@@ -334,7 +442,7 @@ impl ParquetFile {
                 .take()
                 .unwrap_or_else(|| fail(&e))
         })?;
-        let expected = self.group_rows(g);
+        let expected = self.group_rows(g)?;
         let mut reader = contain::decoding(&self.path, || {
             ParquetRecordBatchReader::try_new_with_row_groups(
                 &levels,
@@ -377,7 +485,7 @@ impl ParquetFile {
         RecordBatch::try_new_with_options(
             Arc::new(arrow_schema::Schema::new(fields)),
             arrays,
-            &arrow_array::RecordBatchOptions::new().with_row_count(Some(self.group_rows(g))),
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(self.group_rows(g)?)),
         )
         .map_err(|e| parquet_error(&self.path, e))
     }
@@ -385,7 +493,7 @@ impl ParquetFile {
     /// The whole file, every column (small tables), normalised (§15.4).
     pub(crate) fn read_all(&self) -> Result<RecordBatch> {
         let cols: Vec<usize> = (0..self.schema().fields().len()).collect();
-        let groups = (0..self.num_row_groups())
+        let groups = (0..self.num_row_groups()?)
             .map(|g| self.decode_group(g, &cols))
             .collect::<Result<Vec<_>>>()?;
         let b = arrow_select::concat::concat_batches(self.schema(), &groups)
@@ -401,43 +509,49 @@ mod tests {
     use parquet::arrow::ArrowWriter;
     use parquet::file::properties::WriterProperties;
 
+    /// Writes `groups` row groups of 5 rows × `cols` float columns (value c * 100 + row).
+    fn write_file(path: &std::path::Path, cols: usize, groups: usize) {
+        let rows = 5usize;
+        let batch = RecordBatch::try_from_iter((0..cols).map(|c| {
+            let v: Vec<f32> = (0..rows).map(|r| (c * 100 + r) as f32).collect();
+            (format!("c{c}"), Arc::new(Float32Array::from(v)) as ArrayRef)
+        }))
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(rows))
+            .build();
+        let file = std::fs::File::create(path).unwrap();
+        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+        for _ in 0..groups {
+            w.write(&batch).unwrap();
+            w.flush().unwrap();
+        }
+        w.close().unwrap();
+    }
+
     /// A footer larger than the first tail read (a wide file: 40 columns × 12 row groups)
-    /// is read in two pieces and decodes to the same row groups and values as written;
-    /// a footer that fits the first read too.
+    /// and one that fits it decode to the same row groups and values as written. The one
+    /// that fits is walked at open, the larger one on first use.
     #[test]
     fn footers_larger_than_the_first_read() {
         let dir = std::env::temp_dir().join(format!("dc-footer-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
+        let store_dir = dir.clone();
         for (name, cols, groups) in [("wide.parquet", 40usize, 12usize), ("narrow.parquet", 2, 2)] {
             let rows = 5usize;
-            let batch = RecordBatch::try_from_iter((0..cols).map(|c| {
-                let v: Vec<f32> = (0..rows).map(|r| (c * 100 + r) as f32).collect();
-                (format!("c{c}"), Arc::new(Float32Array::from(v)) as ArrayRef)
-            }))
-            .unwrap();
-            let props = WriterProperties::builder()
-                .set_max_row_group_row_count(Some(rows))
-                .build();
-            let file = std::fs::File::create(dir.join(name)).unwrap();
-            let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
-            for _ in 0..groups {
-                w.write(&batch).unwrap();
-                w.flush().unwrap();
-            }
-            w.close().unwrap();
-            let store = Store::open(&dir).unwrap();
+            write_file(&dir.join(name), cols, groups);
+            let store = Store::open(&store_dir).unwrap();
             let f = ParquetFile::open(&store, name, Arc::new(AtomicU64::new(0))).unwrap();
+            let footer = f.footer_at.1 as u64;
             if cols == 40 {
-                assert!(
-                    f.footer.len() as u64 > TAIL_GUESS,
-                    "footer {}",
-                    f.footer.len()
-                );
+                assert!(footer > TAIL_GUESS.max(HEAD_GUESS), "{footer}");
+                assert!(f.walk.get().is_none(), "walked at open");
             } else {
-                assert!((f.footer.len() as u64) < TAIL_GUESS);
+                assert!(footer < TAIL_GUESS);
+                assert!(f.walk.get().is_some(), "not walked at open");
             }
-            assert_eq!(f.num_row_groups(), groups);
             assert_eq!(f.num_rows(), (rows * groups) as u64);
+            assert_eq!(f.num_row_groups().unwrap(), groups);
             let last = f.decode_group(groups - 1, &[cols - 1]).unwrap();
             let got = last
                 .column(0)
@@ -447,6 +561,51 @@ mod tests {
             assert_eq!(got.len(), rows);
             assert_eq!(got.value(rows - 1), ((cols - 1) * 100 + rows - 1) as f32);
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Row groups disagreeing with the index: refused when the rows are set if the footer
+    /// was walked at open, else on every use of the file with the same error (the file's
+    /// schema and rows stay readable); agreeing rows read as before.
+    #[test]
+    fn row_groups_are_checked_against_the_index_when_walked() {
+        let dir = std::env::temp_dir().join(format!("dc-rowcheck-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_file(&dir.join("narrow.parquet"), 2, 3);
+        write_file(&dir.join("wider.parquet"), 40, 12);
+        let store = Store::open(&dir).unwrap();
+        let open =
+            |name: &str| ParquetFile::open(&store, name, Arc::new(AtomicU64::new(0))).unwrap();
+        let wrong = |n: usize| {
+            let mut v = vec![5u64; n];
+            v[0] = 4;
+            v[1] = 6;
+            v
+        };
+        let mut narrow = open("narrow.parquet");
+        let e = narrow.expect_group_rows(wrong(3)).unwrap_err();
+        assert_eq!(e.kind, crate::error::ErrorKind::Format);
+        assert!(
+            e.message
+                .contains("narrow.parquet: row groups of [5, 5, 5] rows, the index says [4, 6, 5]"),
+            "{e}"
+        );
+
+        let mut wider = open("wider.parquet");
+        assert!(wider.walk.get().is_none());
+        wider.expect_group_rows(wrong(12)).unwrap();
+        assert_eq!(wider.num_rows(), 60);
+        assert_eq!(wider.schema().fields().len(), 40);
+        let first = wider.decode_group(0, &[0]).unwrap_err();
+        assert_eq!(first.kind, crate::error::ErrorKind::Format);
+        assert!(first.message.contains("wider.parquet: row groups of [5, 5, 5, 5, 5, 5, 5, 5] rows, the index says [4, 6, 5, 5, 5, 5, 5, 5]"), "{first}");
+        assert_eq!(wider.decode_columns(3, &[1]).unwrap_err(), first);
+        assert_eq!(wider.num_row_groups().unwrap_err(), first);
+
+        let mut right = open("wider.parquet");
+        right.expect_group_rows(vec![5; 12]).unwrap();
+        let b = right.decode_group(11, &[39]).unwrap();
+        assert_eq!(b.num_rows(), 5);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

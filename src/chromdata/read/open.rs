@@ -79,11 +79,11 @@ fn open_steps(store: &Arc<Store>) -> Result<OpenStore> {
     // The index arrays and every Parquet footer, read at the same time (each check below
     // then runs in its order, on what is already read).
     let (paths, small) = parquet_paths(&tables, root.layout);
-    let ahead = || {
+    let ahead = |parallel: bool| {
         let mut other: Vec<String> = small.iter().map(|p| table_path(p)).collect();
         other.push("index/source_row/zarr.json".into());
         arrays.fetch_ahead_1d(&index::array_paths(&root), &other);
-        index::load(&arrays, &root)
+        index::load(&arrays, &root, parallel)
     };
     // At a URL, footers are fetched up to `max_concurrency` at once.
     let threads = crate::pool::resolve_threads(0).max(store.request_width());
@@ -92,7 +92,7 @@ fn open_steps(store: &Arc<Store>) -> Result<OpenStore> {
         if store.location.is_some() {
             pool.install(|| {
                 rayon::join(
-                    || index::load(&arrays, &root),
+                    || index::load(&arrays, &root, true),
                     || ld.prefetch(&paths, &small),
                 )
             })
@@ -107,13 +107,13 @@ fn open_steps(store: &Arc<Store>) -> Result<OpenStore> {
                 .cloned()
                 .collect();
             let index = pool
-                .install(|| rayon::join(ahead, || ld.prefetch(&spot, &[])))
+                .install(|| rayon::join(|| ahead(true), || ld.prefetch(&spot, &[])))
                 .0?;
             pool.install(|| ld.prefetch(&small, &small));
             index
         }
     } else {
-        ahead()?
+        ahead(false)?
     };
     let small = SmallTables::load(&ld, &root, &tables, &d)?;
     let sets = SpotFileSets::open(&ld, &root, &tables, &index, &small, &d)?;

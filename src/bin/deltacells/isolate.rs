@@ -1,0 +1,381 @@
+//! Commands that open an HDF5 input run in a child process.
+//!
+//! libhdf5 is C code, and malformed files crash it (memory-safety bugs on malformed input
+//! are reported against every release line, 1.14 included: HDFGroup/hdf5 #5869 =
+//! CVE-2025-2309, #5892, #5581, #6401), so no check of ours can make reading an arbitrary
+//! `.h5ad` in-process safe. `deltacells convert` of an HDF5 file and `deltacells verify
+//! --against` an HDF5 file therefore re-execute this binary (`current_exe`, the same
+//! arguments, [`CHILD_ENV`] set to this process's id) and wait for it. The parent starts no
+//! thread and never calls libhdf5; the child inherits standard input, output and error, so
+//! everything it prints passes through unchanged, and its exit status is this process's.
+//!
+//! If the child dies of a crash signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL), the
+//! parent removes what the child's dataset writer left — its hidden temporary siblings of
+//! OUTPUT, `.NAME.tmp-<child pid>-<random>` (`storage::fs::temp_name`), and nothing else
+//! (a previous OUTPUT the publish had moved aside is put back: [`clean_up_child`]) —
+//! and prints one error line naming the input, the signal and libhdf5, with exit status 1
+//! (bad data). The writer publishes only in `finish`, after the last read of the input, so
+//! a crash while reading never touches an existing OUTPUT (`--overwrite` swaps the new
+//! dataset in only once it is complete). Should the crash come after the publish (libhdf5
+//! closing the file), OUTPUT has changed identity, and the message says that it is complete.
+//!
+//! Signals meant to end the command (SIGINT, SIGTERM, SIGHUP, SIGQUIT) sent to the parent are
+//! forwarded to the child; when the child dies of any signal other than a crash, the parent
+//! ends itself with the same signal, so a shell sees what it saw before (130 after Ctrl-C).
+//! If the parent is killed (SIGKILL), the child gets SIGKILL too (`PR_SET_PDEATHSIG`): the
+//! same outcome as killing a single process (a temporary the next write removes).
+//!
+//! Cost: one more exec and process start (measured in docs/reliability.md §2), nothing per
+//! cell.
+
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use deltacells::convert::h5ad;
+use deltacells::storage::fs;
+
+use crate::args::Args;
+
+/// Set in the child to the parent's process id: "you are the isolated process, do the work".
+/// For deltacells' own use.
+pub const CHILD_ENV: &str = "DELTACELLS_ISOLATED_READER";
+
+/// The exit status of bad data (`exit_status(ErrorKind::Format)`).
+const STATUS_BAD_DATA: u8 = 1;
+
+/// A command line that opens an HDF5 input: the input, and the output it writes (if any).
+#[derive(Debug)]
+pub struct Plan {
+    input: String,
+    /// `convert`: the output dataset.
+    output: Option<String>,
+    /// `verify`: the dataset compared with the input.
+    compared: Option<String>,
+}
+
+/// Whether this command line opens an HDF5 input (and so runs in a child): `convert` of an
+/// HDF5 file (recognised by its signature, or `--matrix`, which only h5ad takes), and
+/// `verify --against` an HDF5 file. Help and version requests never do. Reads at most the
+/// first 8 bytes of the input; an input that cannot be read is left to the command itself.
+pub fn plan(a: &Args) -> Option<Plan> {
+    if std::env::var_os(CHILD_ENV).is_some()
+        || ["--help", "-h", "--version", "-V"]
+            .iter()
+            .any(|f| a.flag(f))
+    {
+        return None;
+    }
+    let is_hdf5 = |p: &str| h5ad::is_hdf5(Path::new(p)).unwrap_or(false);
+    match a.words.as_slice() {
+        [c, input, output] if c == "convert" => (a.value("--matrix").is_some() || is_hdf5(input))
+            .then(|| Plan {
+                input: input.clone(),
+                output: Some(output.clone()),
+                compared: None,
+            }),
+        [c, dataset] if c == "verify" => {
+            let src = a.value("--against")?;
+            is_hdf5(src).then(|| Plan {
+                input: src.to_string(),
+                output: None,
+                compared: Some(dataset.clone()),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// In the child (CHILD_ENV set): asks for SIGKILL when the parent dies, and checks that the
+/// parent is still the process that started it. Returns an error line if not (the parent
+/// was killed before this ran, or the variable was set by hand).
+pub fn enter_child() -> Result<(), String> {
+    let Some(v) = std::env::var_os(CHILD_ENV) else {
+        return Ok(());
+    };
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and reads no memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    }
+    // SAFETY: getppid(2) has no arguments and cannot fail.
+    let ppid = unsafe { libc::getppid() };
+    match v.to_str().and_then(|s| s.parse::<libc::pid_t>().ok()) {
+        Some(p) if p == ppid => Ok(()),
+        _ => Err(format!(
+            "{CHILD_ENV} is set, but not by this process's parent (the parent was killed, or \
+             the variable was set by hand: it is for deltacells' own use); nothing done"
+        )),
+    }
+}
+
+/// The child's process id, for the signal handler (0 until it runs).
+static CHILD: AtomicI32 = AtomicI32::new(0);
+/// A signal that arrived before the child's id was known (0: none).
+static PENDING: AtomicI32 = AtomicI32::new(0);
+
+/// The signals a user or a batch system ends a command with; forwarded to the child.
+const FORWARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// Signals by which libhdf5 (or any code in the child) crashes.
+const CRASHES: [(libc::c_int, &str); 5] = [
+    (libc::SIGSEGV, "SIGSEGV, segmentation fault"),
+    (libc::SIGBUS, "SIGBUS, bus error"),
+    (libc::SIGABRT, "SIGABRT, abort"),
+    (libc::SIGFPE, "SIGFPE, arithmetic exception"),
+    (libc::SIGILL, "SIGILL, illegal instruction"),
+];
+
+extern "C" fn forward(sig: libc::c_int) {
+    // Recorded first: if the child's id is not known yet, the parent forwards it once it is.
+    PENDING.store(sig, Ordering::SeqCst);
+    let pid = CHILD.load(Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill(2) is async-signal-safe; pid is our child, not yet reaped (the
+        // handlers are reset before it is waited for).
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// Installs `forward` for the forwarded signals that are not ignored (a signal the parent
+/// was started ignoring, e.g. SIGINT of a background job, stays ignored: the child inherits
+/// that across exec). Returns the previous actions, for [`restore_handlers`].
+fn install_forwarding() -> Vec<(libc::c_int, libc::sigaction)> {
+    let mut old = Vec::new();
+    for sig in FORWARDED {
+        // SAFETY: sigaction(2) with a null new action only reads the current one into `prev`.
+        let prev = unsafe {
+            let mut prev: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut prev) != 0 {
+                continue;
+            }
+            prev
+        };
+        if prev.sa_sigaction == libc::SIG_IGN {
+            continue;
+        }
+        // SAFETY: a zeroed sigaction with an empty mask is valid; `forward` only touches
+        // atomics and calls kill(2), both async-signal-safe.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = forward as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+        old.push((sig, prev));
+    }
+    old
+}
+
+/// Puts back the actions [`install_forwarding`] replaced.
+fn restore_handlers(old: &[(libc::c_int, libc::sigaction)]) {
+    for (sig, prev) in old {
+        // SAFETY: `prev` is an action sigaction(2) itself returned.
+        unsafe {
+            libc::sigaction(*sig, prev, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The (device, inode) of whatever is at `path`, to tell whether the child published.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Cleans up after the child `pid` crashed: removes the hidden temporaries it left beside
+/// `output` (`.NAME.tmp-<pid>-<16 hex digits>`: its dataset writer's directory, or a
+/// replaced dataset moved aside), and nothing else. One exception: if `output` is gone and
+/// one of them is the previous output (`before`: its device and inode, which a rename keeps),
+/// the child crashed between moving it aside and renaming the new dataset in (the publish
+/// of a file system that cannot swap, `storage::fs::publish_dir`): it is put back instead.
+/// Returns how many entries were removed.
+fn clean_up_child(output: &Path, pid: u32, before: Option<(u64, u64)>) -> usize {
+    let Some(name) = output.file_name().and_then(|n| n.to_str()) else {
+        return 0;
+    };
+    let parent = fs::parent_of(output);
+    let prefix = format!(".{name}.tmp-{pid}-");
+    let Ok(entries) = std::fs::read_dir(&parent) else {
+        return 0;
+    };
+    let ours: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && fs::is_temp_name(p))
+        })
+        .collect();
+    let mut removed = 0;
+    for path in ours {
+        let previous = before.is_some() && identity(&path) == before;
+        if previous && !fs::exists(output) && std::fs::rename(&path, output).is_ok() {
+            continue;
+        }
+        let r = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+        removed += usize::from(r.is_ok());
+    }
+    removed
+}
+
+/// Runs this command line in a child process (see the module doc) and returns its status.
+pub fn run_in_child(plan: &Plan) -> ExitCode {
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(_) => PathBuf::from("/proc/self/exe"),
+    };
+    let before = plan.output.as_deref().map(|o| identity(Path::new(o)));
+    let saved = install_forwarding();
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let spawned = Command::new(&exe)
+        .args(&args)
+        .env(CHILD_ENV, std::process::id().to_string())
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            restore_handlers(&saved);
+            eprintln!(
+                "deltacells: error: {}: cannot start the process that reads the HDF5 input: {e}",
+                exe.display()
+            );
+            return ExitCode::from(4);
+        }
+    };
+    let pid = child.id();
+    CHILD.store(pid as i32, Ordering::SeqCst);
+    let early = PENDING.swap(0, Ordering::SeqCst);
+    if early != 0 {
+        // SAFETY: kill(2) of our own child, not yet reaped.
+        unsafe {
+            libc::kill(pid as libc::pid_t, early);
+        }
+    }
+    let status = child.wait();
+    CHILD.store(0, Ordering::SeqCst);
+    restore_handlers(&saved);
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("deltacells: error: waiting for the process reading the HDF5 input: {e}");
+            return ExitCode::from(5);
+        }
+    };
+    if let Some(code) = status.code() {
+        return ExitCode::from(code.clamp(0, 255) as u8);
+    }
+    let sig = status.signal().unwrap_or(0);
+    match CRASHES.iter().find(|(s, _)| *s == sig) {
+        Some((_, name)) => {
+            eprintln!(
+                "deltacells: error: {}",
+                crash_message(plan, pid, name, before)
+            );
+            ExitCode::from(STATUS_BAD_DATA)
+        }
+        None => end_like(sig),
+    }
+}
+
+/// The error line of a crash of the child `pid` (after removing what it left).
+fn crash_message(
+    plan: &Plan,
+    pid: u32,
+    signal: &str,
+    before: Option<Option<(u64, u64)>>,
+) -> String {
+    let head = format!(
+        "{}: libhdf5 crashed reading this malformed HDF5 file ({signal})",
+        plan.input
+    );
+    match (&plan.output, before) {
+        (Some(out), Some(before)) => {
+            clean_up_child(Path::new(out), pid, before);
+            let after = identity(Path::new(out));
+            if after.is_some() && after != before {
+                format!(
+                    "{head}; the crash came after {out} was published complete (check it \
+                     with deltacells verify)"
+                )
+            } else {
+                format!("{head}; nothing was written to {out}")
+            }
+        }
+        _ => format!(
+            "{head}; {} was not compared with it (nothing was written)",
+            plan.compared.as_deref().unwrap_or("the dataset")
+        ),
+    }
+}
+
+/// Ends this process with `sig` (its default action), as the child ended; a signal whose
+/// default action does not end a process gives status 128 + sig.
+fn end_like(sig: libc::c_int) -> ExitCode {
+    if sig > 0 {
+        // SAFETY: restoring the default action and raising a signal at ourselves; no memory
+        // of ours is involved.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+    }
+    ExitCode::from((128 + sig.clamp(0, 127)) as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "deltacells-isolate-{tag}-{}-{:x}",
+            std::process::id(),
+            fs::random_u64()
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// The child's temporaries go, a live process's and a user's files stay; a previous
+    /// output the child had moved aside (the publish's fallback without a swap) comes back.
+    #[test]
+    fn clean_up_removes_only_the_childs_temporaries_and_restores_a_moved_output() {
+        let d = scratch("clean");
+        let out = d.join("out.dc");
+        std::fs::create_dir(&out).unwrap();
+        std::fs::write(out.join("manifest.json"), b"old").unwrap();
+        let before = identity(&out);
+        let pid = 4_000_000_001u32; // no such process: only the name matters here
+        let aside = d.join(fs::temp_name("out.dc", pid, 1));
+        let new_tree = d.join(fs::temp_name("out.dc", pid, 2));
+        let other = d.join(fs::temp_name("out.dc", 1, 3));
+        let user = d.join(".out.dc.tmp-notes");
+        std::fs::rename(&out, &aside).unwrap();
+        std::fs::create_dir(&new_tree).unwrap();
+        std::fs::write(new_tree.join("manifest.json"), b"new").unwrap();
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(&user, b"mine").unwrap();
+        assert_eq!(clean_up_child(&out, pid, before), 1);
+        assert_eq!(std::fs::read(out.join("manifest.json")).unwrap(), b"old");
+        assert!(!fs::exists(&aside) && !fs::exists(&new_tree));
+        assert!(fs::exists(&other) && fs::exists(&user));
+        // Without a previous output, everything of the child's goes.
+        std::fs::remove_dir_all(&out).unwrap();
+        std::fs::create_dir(&aside).unwrap();
+        assert_eq!(clean_up_child(&out, pid, None), 1);
+        assert!(!fs::exists(&aside) && !fs::exists(&out) && fs::exists(&other));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
