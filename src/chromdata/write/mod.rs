@@ -1101,7 +1101,7 @@ mod tests {
         let d = std::env::temp_dir().join(format!("dc-run-order-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        let b = spots(12000);
+        let b = spots(30000);
         // In order, with 2 threads and with 1.
         let a = d.join("a.chromdata.zarr");
         let runs = write(&a, &b, 2, false);
