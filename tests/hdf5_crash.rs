@@ -283,6 +283,9 @@ fn blocked_convert(dir: &TempDir) -> (std::process::Child, u32) {
         child = children_of(parent.id()).first().copied().unwrap_or(0);
         child != 0
     });
+    // The parent runs no thread besides its main one (it only waits; libhdf5 never runs in it).
+    let status = std::fs::read_to_string(format!("/proc/{}/status", parent.id())).unwrap();
+    assert!(status.lines().any(|l| l == "Threads:\t1"), "{status}");
     (parent, child)
 }
 
