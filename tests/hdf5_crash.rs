@@ -1,8 +1,8 @@
 //! Malformed .h5ad files that crash libhdf5 (a segfault in C code) never kill the CLI
 //! silently (docs/reliability.md §1, src/bin/deltacells/isolate.rs): `convert` and `verify
 //! --against` read HDF5 inputs in a child process; a crash there gives exit status 1 and one
-//! error line naming the input, the signal and libhdf5, nothing on stdout, no output and no
-//! temporary left, and an existing output untouched.
+//! error line naming the input, the signal and libhdf5, nothing on stdout, no output, no
+//! temporary and no core file left, and an existing output untouched.
 //!
 //! The inputs are the patches of tests/data/hdf5-crashes/ (scripts/make-hdf5-crash-patch.py),
 //! applied to the committed seed. They are deliberately not in fuzz/corpus or
@@ -130,6 +130,26 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
+/// Runs the CLI in `dir` with core dumps allowed (the soft RLIMIT_CORE raised to the hard
+/// one): the child must not leave a core file (core_pattern is often a relative `core`).
+fn run_allowing_core_dumps(args: &[&str], dir: &Path) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).current_dir(dir);
+    // SAFETY: getrlimit/setrlimit are async-signal-safe and touch only the local struct.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut lim: libc::rlimit = std::mem::zeroed();
+            if libc::getrlimit(libc::RLIMIT_CORE, &mut lim) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+                libc::setrlimit(libc::RLIMIT_CORE, &lim);
+            }
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
+}
+
 #[test]
 fn a_libhdf5_crash_in_convert_is_reported_and_leaves_nothing() {
     for (name, bytes) in reproducers() {
@@ -146,7 +166,7 @@ fn a_libhdf5_crash_in_convert_is_reported_and_leaves_nothing() {
         for extra in [&[][..], &["--no-sort-genes"][..], &["--overwrite"][..]] {
             let mut args = vec!["convert", input.to_str().unwrap(), out.to_str().unwrap()];
             args.extend_from_slice(extra);
-            let o = run(&args);
+            let o = run_allowing_core_dumps(&args, &dir.0);
             let tail = format!("; nothing was written to {}", out.display());
             assert_crash_reported(&o, &input, &tail, &format!("{name} {extra:?}"));
             assert_eq!(names(&dir.0), before, "{name} {extra:?}: what is left");

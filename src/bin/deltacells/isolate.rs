@@ -25,7 +25,11 @@
 //! If the parent is killed (SIGKILL), the child gets SIGKILL too (`PR_SET_PDEATHSIG`): the
 //! same outcome as killing a single process (a temporary the next write removes).
 //!
-//! Cost: one more exec and process start (measured in docs/reliability.md §2), nothing per
+//! The child does not dump core (`RLIMIT_CORE` 0): a crash on a malformed input is an
+//! expected, reported outcome, the input reproduces it, and a core file would be left in the
+//! user's directory.
+//!
+//! Cost: one more exec and process start (measured in docs/reliability.md §1), nothing per
 //! cell.
 
 use std::ffi::OsString;
@@ -99,6 +103,15 @@ pub fn enter_child() -> Result<(), String> {
     // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and reads no memory of ours.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    }
+    // SAFETY: getrlimit(2) / setrlimit(2) use the struct only during the call; only the
+    // soft limit is lowered, to 0 (no core file).
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_CORE, &mut lim) == 0 {
+            lim.rlim_cur = 0;
+            libc::setrlimit(libc::RLIMIT_CORE, &lim);
+        }
     }
     // SAFETY: getppid(2) has no arguments and cannot fail.
     let ppid = unsafe { libc::getppid() };
