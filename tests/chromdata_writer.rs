@@ -257,6 +257,52 @@ fn memory_budget_spills_runs() {
 }
 
 #[test]
+fn failed_spill_fails_the_writer_naming_its_batches() {
+    // The spill's error is the first (naming the run's batches and the file), the
+    // writer is failed from then on (that run's spots are gone), nothing is left behind.
+    let d = tmpdir("spill-error");
+    let s = make_spots(12000, 31);
+    for threads in [1, 2] {
+        let p = d.join(format!("t{threads}.chromdata.zarr"));
+        let o = WriterOptions {
+            threads,
+            memory_budget: 1 << 20,
+            ..opts(Layout::PrimaryCoords)
+        };
+        let mut w = ChromDataWriter::create(&p, o).unwrap();
+        let tmp = w.temp_dir().to_path_buf();
+        std::fs::remove_dir_all(tmp.join("_spill")).unwrap();
+        let mut first = None;
+        for lo in (0..12000).step_by(500) {
+            if let Err(e) = w.append(batch_of(&s, lo, lo + 500)) {
+                first = Some(e);
+                break;
+            }
+        }
+        let e = match first {
+            Some(e) => {
+                // Failed: later calls are refused.
+                let again = w.append(batch_of(&s, 0, 10)).unwrap_err();
+                assert_eq!(again.kind, ErrorKind::State, "{again}");
+                w.finish().unwrap_err();
+                e
+            }
+            None => w.finish().unwrap_err(),
+        };
+        // The run's file cannot be created: its directory is gone.
+        assert_eq!(e.kind, ErrorKind::NotFound, "{threads} threads: {e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("spilling the run of appended batches 1-") && msg.contains("run-000000"),
+            "{threads} threads: {msg}"
+        );
+        drop(w);
+        assert!(!tmp.exists(), "{threads} threads: temporary left");
+        assert!(!p.exists());
+    }
+}
+
+#[test]
 fn drop_without_finish_leaves_nothing() {
     let d = tmpdir("drop");
     let s = make_spots(100, 9);

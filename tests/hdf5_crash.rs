@@ -1,8 +1,8 @@
 //! Malformed .h5ad files that crash libhdf5 (a segfault in C code) never kill the CLI
 //! silently (docs/reliability.md §1, src/bin/deltacells/isolate.rs): `convert` and `verify
 //! --against` read HDF5 inputs in a child process; a crash there gives exit status 1 and one
-//! error line naming the input, the signal and libhdf5, nothing on stdout, no output and no
-//! temporary left, and an existing output untouched.
+//! error line naming the input, the signal and libhdf5, nothing on stdout, no output, no
+//! temporary and no core file left, and an existing output untouched.
 //!
 //! The inputs are the patches of tests/data/hdf5-crashes/ (scripts/make-hdf5-crash-patch.py),
 //! applied to the committed seed. They are deliberately not in fuzz/corpus or
@@ -130,6 +130,26 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
+/// Runs the CLI in `dir` with core dumps allowed (the soft RLIMIT_CORE raised to the hard
+/// one): the child must not leave a core file (core_pattern is often a relative `core`).
+fn run_allowing_core_dumps(args: &[&str], dir: &Path) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).current_dir(dir);
+    // SAFETY: getrlimit/setrlimit are async-signal-safe and touch only the local struct.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut lim: libc::rlimit = std::mem::zeroed();
+            if libc::getrlimit(libc::RLIMIT_CORE, &mut lim) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+                libc::setrlimit(libc::RLIMIT_CORE, &lim);
+            }
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
+}
+
 #[test]
 fn a_libhdf5_crash_in_convert_is_reported_and_leaves_nothing() {
     for (name, bytes) in reproducers() {
@@ -146,7 +166,7 @@ fn a_libhdf5_crash_in_convert_is_reported_and_leaves_nothing() {
         for extra in [&[][..], &["--no-sort-genes"][..], &["--overwrite"][..]] {
             let mut args = vec!["convert", input.to_str().unwrap(), out.to_str().unwrap()];
             args.extend_from_slice(extra);
-            let o = run(&args);
+            let o = run_allowing_core_dumps(&args, &dir.0);
             let tail = format!("; nothing was written to {}", out.display());
             assert_crash_reported(&o, &input, &tail, &format!("{name} {extra:?}"));
             assert_eq!(names(&dir.0), before, "{name} {extra:?}: what is left");
@@ -310,6 +330,65 @@ fn signals_to_the_parent_reach_the_child() {
         // The writer has not started (the child was opening the input): nothing to leave.
         assert!(left.is_empty(), "{left:?}");
     }
+}
+
+/// A pipe whose buffer is full: whoever writes to it blocks (the read end is returned to
+/// keep it open).
+fn full_pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`, which we then own.
+    assert_eq!(
+        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK) },
+        0
+    );
+    let (r, w) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    let chunk = [b'x'; 4096];
+    // SAFETY: writes from a live buffer to our own descriptor; fcntl on it.
+    unsafe {
+        while libc::write(fds[1], chunk.as_ptr().cast(), chunk.len()) > 0 {}
+        libc::fcntl(fds[1], libc::F_SETFL, 0);
+    }
+    (r, w)
+}
+
+/// SIGTERM while the child is converting (its writer's temporary exists; it is blocked
+/// writing its first progress line to a full stderr pipe): the parent removes the child's
+/// temporary, then ends by SIGTERM.
+#[test]
+fn a_terminated_conversion_leaves_no_temporary() {
+    let dir = TempDir::new("h5crash-term");
+    let seed = scrna("10x-v3-1107-cells-chr21.h5ad");
+    let out = dir.join("out.dc");
+    let (_keep_open, full) = full_pipe();
+    let mut parent = Command::new(BIN)
+        .args([
+            "convert",
+            seed.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--progress",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(full))
+        .spawn()
+        .unwrap();
+    let temps = || {
+        names(&dir.0)
+            .into_iter()
+            .filter(|n| is_temp_name(Path::new(n)))
+            .count()
+    };
+    wait_until("the child's writer to create its temporary", || temps() > 0);
+    // SAFETY: a signal to the process this test started.
+    unsafe { libc::kill(parent.id() as libc::pid_t, libc::SIGTERM) };
+    let status = parent.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    assert_eq!(names(&dir.0), Vec::<String>::new(), "what is left");
 }
 
 #[test]

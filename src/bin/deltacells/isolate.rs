@@ -21,11 +21,17 @@
 //!
 //! Signals meant to end the command (SIGINT, SIGTERM, SIGHUP, SIGQUIT) sent to the parent are
 //! forwarded to the child; when the child dies of any signal other than a crash, the parent
-//! ends itself with the same signal, so a shell sees what it saw before (130 after Ctrl-C).
+//! ends itself with the same signal, so a shell sees what it saw before (130 after Ctrl-C),
+//! after removing the child's temporaries as for a crash (before this change they waited for
+//! the next write to the target).
 //! If the parent is killed (SIGKILL), the child gets SIGKILL too (`PR_SET_PDEATHSIG`): the
 //! same outcome as killing a single process (a temporary the next write removes).
 //!
-//! Cost: one more exec and process start (measured in docs/reliability.md §2), nothing per
+//! The child does not dump core (`RLIMIT_CORE` 0): a crash on a malformed input is an
+//! expected, reported outcome, the input reproduces it, and a core file would be left in the
+//! user's directory.
+//!
+//! Cost: one more exec and process start (measured in docs/reliability.md §1), nothing per
 //! cell.
 
 use std::ffi::OsString;
@@ -99,6 +105,15 @@ pub fn enter_child() -> Result<(), String> {
     // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and reads no memory of ours.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    }
+    // SAFETY: getrlimit(2) / setrlimit(2) use the struct only during the call; only the
+    // soft limit is lowered, to 0 (no core file).
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_CORE, &mut lim) == 0 {
+            lim.rlim_cur = 0;
+            libc::setrlimit(libc::RLIMIT_CORE, &lim);
+        }
     }
     // SAFETY: getppid(2) has no arguments and cannot fail.
     let ppid = unsafe { libc::getppid() };
@@ -285,7 +300,14 @@ pub fn run_in_child(plan: &Plan) -> ExitCode {
             );
             ExitCode::from(STATUS_BAD_DATA)
         }
-        None => end_like(sig),
+        None => {
+            // Ended from outside (SIGINT, SIGTERM, SIGKILL, ...): its temporary would only
+            // wait for the next write to the target to remove it; removed now.
+            if let (Some(out), Some(before)) = (&plan.output, before) {
+                clean_up_child(Path::new(out), pid, before);
+            }
+            end_like(sig)
+        }
     }
 }
 

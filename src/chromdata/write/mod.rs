@@ -98,6 +98,10 @@ pub struct ChromDataWriter {
     buffer_bytes: u64,
     buffer_rows: u64,
     runs: Vec<RunSource>,
+    /// Batches appended so far, and the first batch and spot the buffer holds (a spill's
+    /// error names its batches).
+    batches: u64,
+    buffer_first: (u64, u64),
     n_spilled: usize,
     /// Largest bytes per row seen in a buffer.
     row_bytes: u64,
@@ -197,6 +201,8 @@ impl ChromDataWriter {
             buffer_bytes: 0,
             buffer_rows: 0,
             runs: Vec::new(),
+            batches: 0,
+            buffer_first: (0, 0),
             n_spilled: 0,
             row_bytes: 1,
             merge_passes: 0,
@@ -527,7 +533,11 @@ impl ChromDataWriter {
             values: spilled,
         };
         let b = self.spill_batch(rows)?;
+        if self.buffer.is_empty() {
+            self.buffer_first = (self.batches, self.rows);
+        }
         self.rows += n as u64;
+        self.batches += 1;
         self.buffer_bytes += b.get_array_memory_size() as u64;
         self.buffer_rows += n as u64;
         self.buffer.push(b);
@@ -793,11 +803,20 @@ impl ChromDataWriter {
     }
 
     /// Sorts the buffered batches and spills them as one run (to a file when `to_disk`,
-    /// else kept in memory for the merge).
+    /// else kept in memory for the merge). Its error fails the writer whatever its kind
+    /// (the buffered spots are gone) and names the batches they came from.
     fn spill_buffer(&mut self, to_disk: bool) -> Result<()> {
         if self.buffer.is_empty() {
             return Ok(());
         }
+        let (b0, r0) = self.buffer_first;
+        let what = format!(
+            "spilling the run of appended batches {}-{} (spots {}-{})",
+            b0 + 1,
+            self.batches,
+            r0 + 1,
+            self.rows
+        );
         let batches = std::mem::take(&mut self.buffer);
         if let Some(per_row) = self.buffer_bytes.checked_div(self.buffer_rows) {
             self.row_bytes = self.row_bytes.max(per_row);
@@ -807,9 +826,16 @@ impl ChromDataWriter {
         let order = RunOrder::of(self.opts.layout);
         let ranks = self.run_ranks();
         let out = self.run_writer(to_disk);
-        let run = runs::sort_into_run(batches, order, &ranks, out)?;
-        self.runs.push(run);
-        Ok(())
+        match runs::sort_into_run(batches, order, &ranks, out) {
+            Ok(run) => {
+                self.runs.push(run);
+                Ok(())
+            }
+            Err(e) => {
+                self.state = State::Failed;
+                Err(e.context(what))
+            }
+        }
     }
 
     /// Writes the store and moves it into place. After success the writer is finished; after
@@ -969,5 +995,123 @@ impl Drop for ChromDataWriter {
         if self.state != State::Finished || self.target.local().is_none() {
             let _ = std::fs::remove_dir_all(&self.tmp);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chromdata::Layout;
+    use arrow_array::{Float32Array, Float64Array, Int64Array};
+
+    /// `n` spots in a scrambled order: 3 chromosomes, 40 traces of 8 cells, a track.
+    fn spots(n: usize) -> RecordBatch {
+        let r: Vec<u64> = (0..n as u64).map(|i| (i * 7919 + 13) % n as u64).collect();
+        let col = |f: &dyn Fn(u64) -> f64| -> ArrayRef {
+            Arc::new(Float64Array::from_iter_values(r.iter().map(|&i| f(i))))
+        };
+        let cols: Vec<(&str, ArrayRef)> = vec![
+            (
+                "chrom",
+                Arc::new(StringArray::from_iter_values(
+                    r.iter().map(|i| format!("chr{}", i % 3 + 1)),
+                )),
+            ),
+            (
+                "start",
+                Arc::new(Int64Array::from_iter_values(
+                    r.iter().map(|i| (i / 3 % 25) as i64 * 1000),
+                )),
+            ),
+            (
+                "end",
+                Arc::new(Int64Array::from_iter_values(
+                    r.iter().map(|i| (i / 3 % 25) as i64 * 1000 + 1000),
+                )),
+            ),
+            (
+                "trace_id",
+                Arc::new(StringArray::from_iter_values(
+                    r.iter().map(|i| format!("t{}", i % 40)),
+                )),
+            ),
+            (
+                "cell_id",
+                Arc::new(Int64Array::from_iter_values(
+                    r.iter().map(|i| (i % 40 / 5) as i64),
+                )),
+            ),
+            ("x", col(&|i| i as f64 * 0.5)),
+            ("y", col(&|i| (i % 97) as f64)),
+            ("z", col(&|i| (i % 13) as f64 - 6.0)),
+            (
+                "spot_tracks/a",
+                Arc::new(Float32Array::from_iter_values(
+                    r.iter().map(|&i| (i % 17) as f32),
+                )),
+            ),
+        ];
+        RecordBatch::try_from_iter(cols).unwrap()
+    }
+
+    /// Writes `b` in batches of 250 spots under a 1 MiB budget (several spilled runs);
+    /// `reverse` hands the runs to the merge in the opposite order (as a writer spilling
+    /// several runs at once could record them in any order).
+    fn write(path: &Path, b: &RecordBatch, threads: usize, reverse: bool) -> usize {
+        let o = WriterOptions {
+            layout: Layout::PrimaryCoords,
+            threads,
+            memory_budget: 1 << 20,
+            row_group_size: 500,
+            coords_row_group_size: 100,
+            ..WriterOptions::default()
+        };
+        let mut w = ChromDataWriter::create(path, o).unwrap();
+        for lo in (0..b.num_rows()).step_by(250) {
+            w.append(b.slice(lo, 250.min(b.num_rows() - lo))).unwrap();
+        }
+        if reverse {
+            w.runs.reverse();
+        }
+        let runs = w.runs.len();
+        w.finish().unwrap();
+        runs
+    }
+
+    fn files(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let bytes = std::fs::read(&p).unwrap();
+                    out.push((p.strip_prefix(root).unwrap().to_path_buf(), bytes));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn runs_recorded_in_any_order_give_the_same_bytes() {
+        let d = std::env::temp_dir().join(format!("dc-run-order-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let b = spots(30000);
+        // In order, with 2 threads and with 1.
+        let a = d.join("a.chromdata.zarr");
+        let runs = write(&a, &b, 2, false);
+        assert!(runs >= 3, "{runs} runs");
+        let c = d.join("c.chromdata.zarr");
+        write(&c, &b, 1, false);
+        assert!(files(&a) == files(&c), "2 threads vs 1");
+        let r = d.join("r.chromdata.zarr");
+        write(&r, &b, 2, true);
+        assert!(files(&a) == files(&r), "runs in reverse order");
+        let _ = std::fs::remove_dir_all(&d);
     }
 }
