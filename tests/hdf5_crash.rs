@@ -332,6 +332,65 @@ fn signals_to_the_parent_reach_the_child() {
     }
 }
 
+/// A pipe whose buffer is full: whoever writes to it blocks (the read end is returned to
+/// keep it open).
+fn full_pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`, which we then own.
+    assert_eq!(
+        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK) },
+        0
+    );
+    let (r, w) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    let chunk = [b'x'; 4096];
+    // SAFETY: writes from a live buffer to our own descriptor; fcntl on it.
+    unsafe {
+        while libc::write(fds[1], chunk.as_ptr().cast(), chunk.len()) > 0 {}
+        libc::fcntl(fds[1], libc::F_SETFL, 0);
+    }
+    (r, w)
+}
+
+/// SIGTERM while the child is converting (its writer's temporary exists; it is blocked
+/// writing its first progress line to a full stderr pipe): the parent removes the child's
+/// temporary, then ends by SIGTERM.
+#[test]
+fn a_terminated_conversion_leaves_no_temporary() {
+    let dir = TempDir::new("h5crash-term");
+    let seed = scrna("10x-v3-1107-cells-chr21.h5ad");
+    let out = dir.join("out.dc");
+    let (_keep_open, full) = full_pipe();
+    let mut parent = Command::new(BIN)
+        .args([
+            "convert",
+            seed.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--progress",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(full))
+        .spawn()
+        .unwrap();
+    let temps = || {
+        names(&dir.0)
+            .into_iter()
+            .filter(|n| is_temp_name(Path::new(n)))
+            .count()
+    };
+    wait_until("the child's writer to create its temporary", || temps() > 0);
+    // SAFETY: a signal to the process this test started.
+    unsafe { libc::kill(parent.id() as libc::pid_t, libc::SIGTERM) };
+    let status = parent.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    assert_eq!(names(&dir.0), Vec::<String>::new(), "what is left");
+}
+
 #[test]
 fn a_killed_parent_takes_the_child_along() {
     let dir = TempDir::new("h5crash-kill");

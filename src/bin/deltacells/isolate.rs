@@ -21,7 +21,9 @@
 //!
 //! Signals meant to end the command (SIGINT, SIGTERM, SIGHUP, SIGQUIT) sent to the parent are
 //! forwarded to the child; when the child dies of any signal other than a crash, the parent
-//! ends itself with the same signal, so a shell sees what it saw before (130 after Ctrl-C).
+//! ends itself with the same signal, so a shell sees what it saw before (130 after Ctrl-C),
+//! after removing the child's temporaries as for a crash (before this change they waited for
+//! the next write to the target).
 //! If the parent is killed (SIGKILL), the child gets SIGKILL too (`PR_SET_PDEATHSIG`): the
 //! same outcome as killing a single process (a temporary the next write removes).
 //!
@@ -298,7 +300,14 @@ pub fn run_in_child(plan: &Plan) -> ExitCode {
             );
             ExitCode::from(STATUS_BAD_DATA)
         }
-        None => end_like(sig),
+        None => {
+            // Ended from outside (SIGINT, SIGTERM, SIGKILL, ...): its temporary would only
+            // wait for the next write to the target to remove it; removed now.
+            if let (Some(out), Some(before)) = (&plan.output, before) {
+                clean_up_child(Path::new(out), pid, before);
+            }
+            end_like(sig)
+        }
     }
 }
 
