@@ -3,7 +3,7 @@
 //! arrays. Used by `read`; knows nothing of queries.
 
 mod footer;
-mod pages;
+pub(crate) mod pages;
 pub(crate) mod parquet;
 pub(crate) mod store;
 pub(crate) mod zarr;

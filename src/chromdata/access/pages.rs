@@ -95,6 +95,12 @@ pub(crate) fn pooled_buffer(n: usize) -> Vec<u8> {
     }
 }
 
+/// Frees this thread's pooled buffers (a bulk read's decoding is over: kept, they would
+/// sit beside its finished result at the read's peak).
+pub(crate) fn release_buffers() {
+    let _ = POOL.try_with(|p| std::mem::take(&mut *p.borrow_mut()));
+}
+
 /// A buffer's bytes, returned to the pool of the thread that drops them.
 pub(crate) struct Pooled(pub(crate) Vec<u8>);
 

@@ -68,7 +68,7 @@ impl Index {
 }
 
 /// An offsets array: starts at 0, strictly increasing, ends at `total`.
-pub(crate) fn check_offsets(v: &[i64], total: u64, ctx: &str, what: &str) -> Result<Vec<u64>> {
+pub(crate) fn check_offsets(v: Vec<i64>, total: u64, ctx: &str, what: &str) -> Result<Vec<u64>> {
     if v.first() != Some(&0) {
         return Err(Error::format(format!("{ctx}: must start at 0")));
     }
@@ -83,7 +83,8 @@ pub(crate) fn check_offsets(v: &[i64], total: u64, ctx: &str, what: &str) -> Res
             "{ctx}: ends at {last}, but {what} is {total}"
         )));
     }
-    Ok(v.iter().map(|&x| x as u64).collect())
+    // In place (same layout): no second buffer of the array's size.
+    Ok(v.into_iter().map(|x| x as u64).collect())
 }
 
 fn check_len(ctx: &str, len: usize, expected: u64, what: &str) -> Result<()> {
@@ -96,6 +97,13 @@ fn check_len(ctx: &str, len: usize, expected: u64, what: &str) -> Result<()> {
 }
 
 fn check_codes(ctx: &str, v: &[i32], lo: i32, n: u64) -> Result<()> {
+    // One pass for the range (vectorised), the position only when something is out of it.
+    let (min, max) = v
+        .iter()
+        .fold((i32::MAX, i32::MIN), |(a, b), &c| (a.min(c), b.max(c)));
+    if v.is_empty() || (min >= lo && (max < 0 || (max as u64) < n)) {
+        return Ok(());
+    }
     if let Some((i, &c)) = v
         .iter()
         .enumerate()
@@ -167,7 +175,7 @@ impl Arrays<'_> {
         }
     }
     fn offsets(&self, path: &str, total: u64, what: &str) -> Result<Vec<u64>> {
-        check_offsets(&self.i64s(path)?, total, &self.ctx(path), what)
+        check_offsets(self.i64s(path)?, total, &self.ctx(path), what)
     }
     fn len(&self, path: &str, len: usize, expected: u64, what: &str) -> Result<()> {
         check_len(&self.ctx(path), len, expected, what)
@@ -446,11 +454,16 @@ fn load_coords(a: &Arrays<'_>, root: &Root, ix: &Index) -> Result<CoordsIndex> {
         inv[p as usize] = k as u64;
     }
     let po = &partitions.offsets;
+    // Coords runs are in row order (`ro` strictly increasing), so their partitions are
+    // found by one walk along `po` (what `po.partition_point(|&o| o <= ro[k]) - 1` gives).
+    let mut part = 0usize;
     for (k, &p) in pr.iter().enumerate() {
         let p = p as usize;
         let cl = ro[k + 1] - ro[k];
         let pl = ix.trace_offsets[p + 1] - ix.trace_offsets[p];
-        let part = po.partition_point(|&o| o <= ro[k]) - 1;
+        while part + 2 < po.len() && po[part + 1] <= ro[k] {
+            part += 1;
+        }
         if cl != pl || ro[k + 1] > po[part + 1] || partitions.chrom[part] != ix.chrom_trace[p] {
             return Err(Error::format(format!(
                 "{}: coords run {k} does not match primary run {p} (length or chromosome)",

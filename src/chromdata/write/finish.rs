@@ -29,9 +29,13 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::storage::fs;
 
 /// Rows per merged output block (at most; fewer for wide rows, see `MERGE_BLOCK_BYTES`).
-const BLOCK_ROWS: usize = 16384;
-/// Bytes per merged output block (about).
-const MERGE_BLOCK_BYTES: u64 = 4 << 20;
+const BLOCK_ROWS: usize = 32768;
+/// Bytes per merged output block (about; less under budgets below 128 MiB). Each block
+/// costs serial work on the block encoder's thread (partition slices, column writers,
+/// one pool dispatch of every column) while the workers wait: 8 MiB blocks instead of
+/// 4 MiB took 1.0-1.9 s less user CPU at 10 M x 60 (and the output's pages follow the
+/// blocks, so the bytes depend on this size, not on batch splits or threads).
+const MERGE_BLOCK_BYTES: u64 = 8 << 20;
 /// Smallest row-group target the writer lowers the default to when a row group of wide
 /// rows would not fit the memory budget.
 const MIN_AUTO_ROW_GROUP: u64 = 1024;
