@@ -190,9 +190,11 @@ impl ParquetFile {
     /// Opens `path` (store-relative) and reads its footer; the file-level part (schema,
     /// num_rows) is decoded. A footer that came with the first read is walked whole
     /// (structure, each row group's rows and column count) now; a larger one (a wide file
-    /// with many row groups, whose walk would be most of an open) only from its head, the
-    /// rest being read and walked on first use ([`ParquetFile::walked`]). The column chunks
-    /// of a row group are decoded when it is first read ([`footer`](super::footer)).
+    /// with many row groups, whose walk is most of an open) only from its head, the rest
+    /// being read and walked by [`ParquetFile::walk_now`] (open runs it on the pool beside
+    /// the index) or at the latest by [`ParquetFile::expect_group_rows`] — still within open
+    /// (§14). The column chunks of a row group are decoded when it is first read
+    /// ([`footer`](super::footer)).
     /// Missing → NotFound; no valid footer (e.g. a truncated file) → Format.
     pub(crate) fn open(store: &Store, path: &str, reads: Arc<AtomicU64>) -> Result<ParquetFile> {
         // At a URL the footer's likely bytes come with the slice (one request, not two).
@@ -238,15 +240,27 @@ impl ParquetFile {
         })
     }
 
-    /// Sets the rows of each row group the store's index gives (§14 rule 4): checked now
-    /// when the footer is walked already, else by the walk on first use, which then gives
-    /// this same error on every use of the file.
+    /// Sets the rows of each row group the store's index gives and checks them now (§14
+    /// rule 4 is an open-time rule: a store whose files disagree with its index is refused
+    /// at open, never found out by a later read). A footer not walked yet (a wide one, see
+    /// [`ParquetFile::open`]; open walks those ahead on the pool, [`ParquetFile::walk_now`])
+    /// is walked here.
     pub(crate) fn expect_group_rows(&mut self, expected: Vec<u64>) -> Result<()> {
-        if let Some(Ok(w)) = self.walk.get() {
-            check_group_rows(&self.path, &w.map, &expected)?;
-        }
+        let walked_before = self.walk.get().is_some();
         self.expected_rows = Some(expected);
+        let w = self.walked()?;
+        if walked_before {
+            let expected = self.expected_rows.as_deref().unwrap_or_default();
+            check_group_rows(&self.path, &w.map, expected)?;
+        }
         Ok(())
+    }
+
+    /// Walks a footer that open read only the head of (its structure and row groups), so
+    /// that the walk runs beside open's other work; an error is kept for
+    /// [`ParquetFile::expect_group_rows`] to report in its order.
+    pub(crate) fn walk_now(&self) {
+        let _ = self.walked();
     }
 
     /// The footer walked and checked (structure, column chunks per row group, rows per row
@@ -564,9 +578,8 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Row groups disagreeing with the index: refused when the rows are set if the footer
-    /// was walked at open, else on every use of the file with the same error (the file's
-    /// schema and rows stay readable); agreeing rows read as before.
+    /// Row groups disagreeing with the index: refused when the rows are set (within open),
+    /// narrow and wide footers alike; agreeing rows read as before.
     #[test]
     fn row_groups_are_checked_against_the_index_when_walked() {
         let dir = std::env::temp_dir().join(format!("dc-rowcheck-test-{}", std::process::id()));
@@ -591,16 +604,21 @@ mod tests {
             "{e}"
         );
 
-        let mut wider = open("wider.parquet");
-        assert!(wider.walk.get().is_none());
-        wider.expect_group_rows(wrong(12)).unwrap();
-        assert_eq!(wider.num_rows(), 60);
-        assert_eq!(wider.schema().fields().len(), 40);
-        let first = wider.decode_group(0, &[0]).unwrap_err();
-        assert_eq!(first.kind, crate::error::ErrorKind::Format);
-        assert!(first.message.contains("wider.parquet: row groups of [5, 5, 5, 5, 5, 5, 5, 5] rows, the index says [4, 6, 5, 5, 5, 5, 5, 5]"), "{first}");
-        assert_eq!(wider.decode_columns(3, &[1]).unwrap_err(), first);
-        assert_eq!(wider.num_row_groups().unwrap_err(), first);
+        // A wide footer, not walked by open itself: refused when the rows are set, whether
+        // it was walked ahead (walk_now) or not.
+        for ahead in [false, true] {
+            let mut wider = open("wider.parquet");
+            assert!(wider.walk.get().is_none());
+            if ahead {
+                wider.walk_now();
+                assert!(wider.walk.get().is_some());
+            }
+            assert_eq!(wider.num_rows(), 60);
+            assert_eq!(wider.schema().fields().len(), 40);
+            let e = wider.expect_group_rows(wrong(12)).unwrap_err();
+            assert_eq!(e.kind, crate::error::ErrorKind::Format);
+            assert!(e.message.contains("wider.parquet: row groups of [5, 5, 5, 5, 5, 5, 5, 5] rows, the index says [4, 6, 5, 5, 5, 5, 5, 5]"), "{e}");
+        }
 
         let mut right = open("wider.parquet");
         right.expect_group_rows(vec![5; 12]).unwrap();

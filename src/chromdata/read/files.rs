@@ -69,10 +69,9 @@ pub(crate) struct RowSpace<'a> {
 }
 
 impl RowSpace<'_> {
-    /// Checks `files` against the row space (§14 rule 4: rows and row groups of each file;
-    /// the row groups of a footer too wide to walk at open on the file's first use, see
-    /// [`ParquetFile::open`]) and their columns against `expected_cols` (names and types),
-    /// and makes the set.
+    /// Checks `files` against the row space (§14 rule 4: rows and row groups of each file,
+    /// wide footers included, see [`ParquetFile::expect_group_rows`]) and their columns
+    /// against `expected_cols` (names and types), and makes the set.
     pub(crate) fn file_set(
         &self,
         mut files: Vec<ParquetFile>,
@@ -95,7 +94,6 @@ impl RowSpace<'_> {
                 .windows(2)
                 .map(|w| w[1] - w[0])
                 .collect();
-            // Checked now, or when a wide footer is walked on first use.
             f.expect_group_rows(expected)?;
             for (name, t) in expected_cols {
                 let i = f.column(name)?;

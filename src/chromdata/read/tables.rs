@@ -50,7 +50,12 @@ impl Loader {
                 let f = ParquetFile::open(&self.store, &path, self.reads.clone()).ok()?;
                 let whole = match small.binary_search(p) {
                     Ok(_) => Some(f.read_all().ok()?),
-                    Err(_) => None,
+                    Err(_) => {
+                        // A wide footer's walk, here on the pool beside the index load
+                        // rather than alone at its check.
+                        f.walk_now();
+                        None
+                    }
                 };
                 Some((path, f, whole))
             })
