@@ -171,9 +171,7 @@ impl Observer for Bar {
         if *shown != Some(key) {
             // Restyled out of sight, so that no half-configured bar is ever drawn.
             bar.set_draw_target(ProgressDrawTarget::hidden());
-            if shown.is_none() {
-                bar.enable_steady_tick(Duration::from_millis(200));
-            }
+            let first = shown.is_none();
             *shown = Some(key);
             bar.reset();
             bar.set_style(Bar::style(p.unit, p.total.is_some()));
@@ -185,6 +183,12 @@ impl Observer for Bar {
             }
             bar.set_position(p.done);
             bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(5));
+            // Once a ticker runs, only it draws (indicatif's set_position does not), and it
+            // draws as it starts: started here, after the first styling, the bar shows at
+            // once; started while hidden, work shorter than one interval showed nothing.
+            if first {
+                bar.enable_steady_tick(Duration::from_millis(200));
+            }
         }
         bar.set_position(p.done);
         true
