@@ -103,6 +103,18 @@ fn fill(dst: &mut [u8], how: Stores) {
     }
 }
 
+/// Fills the unaligned head and the tail of `dst` with `v` (ordinary stores) and returns its
+/// middle: `align`-byte aligned, a multiple of `align` long, for the streaming stores.
+fn aligned_middle(dst: &mut [u8], align: usize, v: u8) -> &mut [u8] {
+    let head = dst.as_ptr().align_offset(align).min(dst.len());
+    let (h, rest) = dst.split_at_mut(head);
+    h.fill(v);
+    let mid = rest.len() / align * align;
+    let (m, tail) = rest.split_at_mut(mid);
+    tail.fill(v);
+    m
+}
+
 /// Fills `dst` with `v` using non-temporal 64-byte AVX-512 stores for its aligned middle.
 ///
 /// # Safety
@@ -110,12 +122,7 @@ fn fill(dst: &mut [u8], how: Stores) {
 #[target_feature(enable = "avx512f")]
 unsafe fn stream_fill_avx512(dst: &mut [u8], v: u8) {
     use std::arch::x86_64::{_mm512_set1_epi8, _mm512_stream_si512, _mm_sfence};
-    let head = dst.as_ptr().align_offset(64).min(dst.len());
-    let (h, rest) = dst.split_at_mut(head);
-    h.fill(v);
-    let mid = rest.len() / 64 * 64;
-    let (m, tail) = rest.split_at_mut(mid);
-    tail.fill(v);
+    let m = aligned_middle(dst, 64, v);
     let x = _mm512_set1_epi8(v as i8);
     for p in m.chunks_exact_mut(64) {
         // SAFETY: `p` is 64 bytes, 64-byte aligned (after `head`); AVX-512F per the contract.
@@ -172,12 +179,7 @@ fn stream_fill(dst: &mut [u8], v: u8) {
 #[target_feature(enable = "avx2")]
 unsafe fn stream_fill_avx2(dst: &mut [u8], v: u8) {
     use std::arch::x86_64::{_mm256_set1_epi8, _mm256_stream_si256, _mm_sfence};
-    let head = dst.as_ptr().align_offset(32).min(dst.len());
-    let (h, rest) = dst.split_at_mut(head);
-    h.fill(v);
-    let mid = rest.len() / 32 * 32;
-    let (m, tail) = rest.split_at_mut(mid);
-    tail.fill(v);
+    let m = aligned_middle(dst, 32, v);
     let x = _mm256_set1_epi8(v as i8);
     for p in m.chunks_exact_mut(32) {
         // SAFETY: `p` is 32 bytes, 32-byte aligned (after `head`); AVX2 per the contract.
