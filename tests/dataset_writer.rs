@@ -230,6 +230,24 @@ fn invalid_var_names() {
     w.set_var_names(&["a", "b", ""]).unwrap();
 }
 
+/// Column names cross the Arrow C Data Interface as C strings: a NUL byte in one would make
+/// the written dataset's obs or var table unreadable, so the writer refuses it.
+#[test]
+fn column_names_with_nul_are_refused() {
+    use std::sync::Arc;
+    let dir = TempDir::new("nulname");
+    let mut w = DatasetWriter::create(dir.join("ds"), 2, test_options(4)).unwrap();
+    let col: arrow_array::ArrayRef = Arc::new(arrow_array::Int32Array::from(vec![1, 2]));
+    let batch = arrow_array::RecordBatch::try_from_iter([("sco\0re", col.clone())]).unwrap();
+    let e = w.append_obs(batch).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message.contains("NUL byte"), "{e}");
+    let table = arrow_array::RecordBatch::try_from_iter([("ge\0ne", col)]).unwrap();
+    let e = w.set_var_table(table).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message.contains("NUL byte"), "{e}");
+}
+
 #[test]
 fn invalid_appends_append_nothing() {
     let dir = TempDir::new("append");

@@ -190,6 +190,60 @@ fn fofct_column_names_with_control_characters_are_refused() {
     assert!(!out.exists());
 }
 
+/// The dataset_var_table target's finding: a var.parquet whose column name holds a NUL byte
+/// was handed out as a stream whose `get_schema` failed (the C Data Interface carries names
+/// as C strings). The reader now refuses such a file with DC_ERR_FORMAT naming it, and
+/// obs/schema.json names are held to the same rule.
+#[test]
+fn dataset_column_names_with_nul_are_refused() {
+    use std::ffi::CString;
+    setup();
+    let root = harness::scratch().join("nul-names.dc");
+    let _ = std::fs::remove_dir_all(&root);
+    harness::write_dataset(&root).unwrap();
+    let var = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/regressions/dataset_var_table/nul-in-a-column-name");
+    let var_path = harness::member_path(&root, harness::DatasetMember::VarTable);
+    std::fs::copy(var, &var_path).unwrap();
+    let schema_path = harness::member_path(&root, harness::DatasetMember::ObsSchema);
+    let schema = std::fs::read_to_string(&schema_path).unwrap();
+    let first = "\"name\":\"";
+    let at = schema
+        .find(first)
+        .expect("a column name in obs/schema.json")
+        + first.len();
+    std::fs::write(
+        &schema_path,
+        format!("{}nul\\u0000{}", &schema[..at], &schema[at..]),
+    )
+    .unwrap();
+    let p = CString::new(root.to_str().unwrap()).unwrap();
+    let mut ds: *mut dc_dataset = std::ptr::null_mut();
+    // SAFETY: valid arguments; every stream out-parameter is written only on DC_OK.
+    unsafe {
+        assert_eq!(
+            dc_dataset_open(p.as_ptr(), &mut ds),
+            DC_OK,
+            "{}",
+            harness::last_error()
+        );
+        let mut s = arrow_array::ffi_stream::FFI_ArrowArrayStream::empty();
+        assert_eq!(dc_dataset_var_table(ds, &mut s), DC_ERR_FORMAT);
+        let m = harness::last_error();
+        assert!(m.contains("var.parquet") && m.contains("NUL byte"), "{m}");
+        assert_eq!(
+            dc_dataset_obs(ds, std::ptr::null(), 0, &mut s),
+            DC_ERR_FORMAT
+        );
+        let m = harness::last_error();
+        assert!(m.contains("schema.json") && m.contains("NUL byte"), "{m}");
+        // The handle stays usable for the other queries.
+        let mut info = dc_dataset_info::default();
+        assert_eq!(dc_dataset_info_get(ds, &mut info), DC_OK);
+        dc_dataset_free(ds);
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The seed corpus (scripts/fuzz.sh --seed runs this; not part of a normal test run)
 // ---------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
-use arrow_schema::{ArrowError, SchemaRef};
+use arrow_schema::{ArrowError, Field, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
@@ -29,7 +29,36 @@ pub(crate) fn check_table(table: &RecordBatch, n_genes: u32) -> Result<()> {
     if table.num_columns() == 0 {
         return Err(Error::invalid_argument("var table has no columns"));
     }
+    if let Some(name) = name_with_nul(table.schema().fields()) {
+        return Err(Error::invalid_argument(format!(
+            "var table: column name {name:?} contains a NUL byte (a reader could not hand the \
+             table out through the Arrow C Data Interface, whose names are C strings)"
+        )));
+    }
     Ok(())
+}
+
+/// The first field name, at any depth, that holds a NUL byte. The Arrow C Data Interface
+/// carries names as NUL-terminated strings: a stream whose schema has one cannot be exported
+/// (its `get_schema` fails), so such a table is refused where it is read or written.
+fn name_with_nul<'a>(
+    fields: impl IntoIterator<Item = &'a std::sync::Arc<Field>>,
+) -> Option<&'a str> {
+    fields.into_iter().find_map(|f| {
+        if f.name().contains('\0') {
+            return Some(f.name().as_str());
+        }
+        match f.data_type() {
+            arrow_schema::DataType::Struct(children) => name_with_nul(children),
+            arrow_schema::DataType::List(c)
+            | arrow_schema::DataType::LargeList(c)
+            | arrow_schema::DataType::FixedSizeList(c, _)
+            | arrow_schema::DataType::LargeListView(c)
+            | arrow_schema::DataType::ListView(c)
+            | arrow_schema::DataType::Map(c, _) => name_with_nul([c]),
+            _ => None,
+        }
+    })
 }
 
 /// Writes `table` (input order) to `path` in output order: row j is input row `order[j]`.
@@ -113,6 +142,12 @@ fn read_parquet_table<T: parquet::file::reader::ChunkReader + 'static>(
     // The parquet reader's batches carry no schema metadata; the builder's schema does
     // (the "pandas" entry among others).
     let schema = builder.schema().clone();
+    if let Some(name) = name_with_nul(schema.fields()) {
+        return Err(Error::format(format!(
+            "{what}: column name {name:?} contains a NUL byte, which the Arrow C Data \
+             Interface cannot carry (its names are C strings)"
+        )));
+    }
     let inner = crate::contain::decoding(what, || {
         builder
             .with_batch_size(1 << 16)
@@ -151,5 +186,39 @@ impl<R: Iterator<Item = std::result::Result<RecordBatch, ArrowError>>> RecordBat
 {
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, Int32Array};
+    use arrow_schema::{DataType, Fields};
+
+    use super::*;
+
+    #[test]
+    fn names_with_nul_are_found_at_any_depth() {
+        let int = |name: &str| Field::new(name, DataType::Int32, true);
+        let nested = Field::new("s", DataType::Struct(vec![int("in\0ner")].into()), true);
+        let list = Field::new("l", DataType::List(Arc::new(int("item\0"))), true);
+        let plain = Fields::from(vec![int("a"), int("b")]);
+        assert_eq!(name_with_nul(&plain), None);
+        assert_eq!(
+            name_with_nul(&Fields::from(vec![int("a"), nested])),
+            Some("in\0ner")
+        );
+        assert_eq!(name_with_nul(&Fields::from(vec![list])), Some("item\0"));
+        assert_eq!(name_with_nul(&Fields::from(vec![int("x\0")])), Some("x\0"));
+    }
+
+    #[test]
+    fn a_table_to_write_with_a_nul_name_is_refused() {
+        let col: ArrayRef = Arc::new(Int32Array::from(vec![1, 2]));
+        let t = RecordBatch::try_from_iter([("ge\0ne", col)]).unwrap();
+        let e = check_table(&t, 2).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+        assert!(e.message.contains("NUL byte"), "{e}");
     }
 }

@@ -107,14 +107,27 @@ impl BatchIn {
 
 /// Moves `reader` into the caller's stream out-parameter. Each batch is produced under the
 /// guard of an exported call (`Guarded`).
+///
+/// The schema is converted first: the C Data Interface carries names as C strings, so a
+/// field name with a NUL byte cannot cross it, and a stream whose `get_schema` fails would
+/// hand out a result that looks complete but cannot be read. Such a result is refused here
+/// with `Format` naming `what` (the readers refuse the names where they read them, naming the
+/// file; this is the boundary's own check, for every stream).
 pub(crate) fn export_stream(
     out: Out<'_, FFI_ArrowArrayStream>,
     reader: Box<dyn RecordBatchReader + Send>,
-) {
+    what: &str,
+) -> Result<()> {
+    FFI_ArrowSchema::try_from(reader.schema().as_ref()).map_err(|e| {
+        Error::format(format!(
+            "{what}: the result's schema cannot cross the Arrow C Data Interface ({e})"
+        ))
+    })?;
     out.set(FFI_ArrowArrayStream::new(Box::new(Guarded {
         inner: reader,
         failed: None,
     })));
+    Ok(())
 }
 
 /// A stream's reader as the consumer's `get_next` reaches it: each batch is produced under

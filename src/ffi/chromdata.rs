@@ -190,8 +190,8 @@ pub unsafe extern "C" fn dc_chromdata_table(
         // SAFETY: forwarded caller guarantee.
         let name = unsafe { str_in(name, "name")? };
         let b = cd.table(name)?;
-        export_stream(out, one_batch(b));
-        Ok(())
+        let what = format!("{}: table {name:?}", cd.display());
+        export_stream(out, one_batch(b), &what)
     })
 }
 
@@ -212,8 +212,8 @@ pub unsafe extern "C" fn dc_chromdata_keys(
         // SAFETY: forwarded caller guarantee.
         let kind = unsafe { str_in(kind, "kind")? };
         let b = string_column("key", cd.keys(kind)?)?;
-        export_stream(out, one_batch(b));
-        Ok(())
+        let what = format!("{}: keys of {kind:?}", cd.display());
+        export_stream(out, one_batch(b), &what)
     })
 }
 
@@ -235,8 +235,8 @@ pub unsafe extern "C" fn dc_chromdata_categories(
         // SAFETY: forwarded caller guarantee.
         let (table, column) = unsafe { (str_in(table, "table")?, str_in(column, "column")?) };
         let b = one_column("category", cd.categories(table, column)?)?;
-        export_stream(out, one_batch(b));
-        Ok(())
+        let what = format!("{}: categories of {table}.{column}", cd.display());
+        export_stream(out, one_batch(b), &what)
     })
 }
 
@@ -259,8 +259,8 @@ unsafe fn id_query(
         // SAFETY: forwarded caller guarantees.
         let (id, cols) = unsafe { (str_in(id, id_name)?, columns_in(columns, n_columns)?) };
         let b = q(cd, id, &cols)?;
-        export_stream(out, one_batch(b));
-        Ok(())
+        let what = format!("{}: {id_name} {id:?}", cd.display());
+        export_stream(out, one_batch(b), &what)
     })
 }
 
@@ -359,8 +359,8 @@ pub unsafe extern "C" fn dc_chromdata_iter_traces(
         // SAFETY: forwarded caller guarantee.
         let cols = unsafe { columns_in(columns, n_columns)? };
         let it = cd.iter_traces(batch, &cols)?;
-        export_stream(out, Box::new(it));
-        Ok(())
+        let what = format!("{}: trace iterator", cd.display());
+        export_stream(out, Box::new(it), &what)
     })
 }
 
@@ -382,8 +382,8 @@ pub unsafe extern "C" fn dc_chromdata_iter_cells(
         // SAFETY: forwarded caller guarantee.
         let cols = unsafe { columns_in(columns, n_columns)? };
         let it = cd.iter_cells(batch, &cols)?;
-        export_stream(out, Box::new(it));
-        Ok(())
+        let what = format!("{}: cell iterator", cd.display());
+        export_stream(out, Box::new(it), &what)
     })
 }
 
@@ -414,8 +414,8 @@ pub unsafe extern "C" fn dc_chromdata_read_spots(
         // SAFETY: forwarded caller guarantee.
         let cols = unsafe { columns_in(columns, n_columns)? };
         let b = cd.read_spots(original_order != 0, &cols)?;
-        export_stream(out, one_batch(b));
-        Ok(())
+        let what = format!("{}: spots", cd.display());
+        export_stream(out, one_batch(b), &what)
     })
 }
 
@@ -492,8 +492,8 @@ pub unsafe extern "C" fn dc_chromdata_array(
         // SAFETY: forwarded caller guarantees.
         let (kind, path) = unsafe { (str_in(kind, "kind")?, strs_in(path, n_path, "path")?) };
         let b = cd.array(kind, &path)?;
-        export_stream(out, one_batch(b));
-        Ok(())
+        let what = format!("{}: {kind} {path:?}", cd.display());
+        export_stream(out, one_batch(b), &what)
     })
 }
 
@@ -516,7 +516,7 @@ pub unsafe extern "C" fn dc_chromdata_result_table(
         // SAFETY: forwarded caller guarantees.
         let path = unsafe { strs_in(path, n_path, "path")? };
         let b = cd.result_table(&path)?;
-        export_stream(out, one_batch(b));
-        Ok(())
+        let what = format!("{}: results {path:?}", cd.display());
+        export_stream(out, one_batch(b), &what)
     })
 }

@@ -494,8 +494,8 @@ pub unsafe extern "C" fn dc_dataset_var_table(
     with_ref(ds, |h| {
         // SAFETY: writable per the caller.
         let out = unsafe { Out::new(out, "out")? };
-        export_stream(out, h.dataset.var_table()?);
-        Ok(())
+        let what = format!("{}: var table", h.dataset.root().display());
+        export_stream(out, h.dataset.var_table()?, &what)
     })
 }
 
@@ -530,8 +530,8 @@ pub unsafe extern "C" fn dc_dataset_obs(
             // SAFETY: the caller provides n_columns NUL-terminated strings.
             Some(unsafe { strs_in(columns, n_columns, "columns")? })
         };
-        export_stream(out, h.dataset.obs(names.as_deref())?);
-        Ok(())
+        let what = format!("{}: obs", h.dataset.root().display());
+        export_stream(out, h.dataset.obs(names.as_deref())?, &what)
     })
 }
 

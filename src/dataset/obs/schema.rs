@@ -201,6 +201,13 @@ impl ObsSchema {
                 })
             };
             let name = field("name")?.to_string();
+            if name.contains('\0') {
+                // A column name becomes an Arrow field name, a C string across the C Data
+                // Interface: every obs stream would fail to export its schema.
+                return Err(bad(format!(
+                    "columns[{i}]: name {name:?} contains a NUL byte"
+                )));
+            }
             if !names.insert(name.clone()) {
                 return Err(bad(format!("column \"{name}\" appears twice")));
             }

@@ -163,6 +163,14 @@ impl ObsSpill {
         }
         let mut seen = HashSet::new();
         for f in schema.fields() {
+            if f.name().contains('\0') {
+                // obs/schema.json would hold it, and readers refuse it (an Arrow field name
+                // is a C string across the C Data Interface).
+                return Err(Error::invalid_argument(format!(
+                    "obs batch: column name {:?} contains a NUL byte",
+                    f.name()
+                )));
+            }
             if !seen.insert(f.name().as_str()) {
                 return Err(Error::invalid_argument(format!(
                     "obs batch: column \"{}\" appears twice",
