@@ -15,12 +15,19 @@ Each edit replaces the n seed bytes at offset (offsets into the seed, increasing
 overlapping) by the given bytes; the test rebuilds the file and checks both hashes.
 
     python3 scripts/make-hdf5-crash-patch.py CRASH NAME [--origin TEXT] [--minimize BIN]
+                                             [--hang --object TEXT]
 
 CRASH: the crashing file (e.g. target/fuzz-work/artifacts/h5ad/crash-<sha1>); NAME: the
 patch's name (tests/data/hdf5-crashes/NAME.json). --seed PATH chooses another seed.
 --minimize BIN: with the same length as the seed, reverts every changed byte that is not
 needed for `BIN convert FILE OUT` (or with --no-sort-genes) to still report a libhdf5 crash (BIN: the deltacells
 binary, e.g. target/debug/deltacells); the patch then holds only what crashes.
+
+--hang: the file makes libhdf5 loop forever instead (a `timeout-*` artifact); the patch goes
+to tests/data/hdf5-hangs/NAME.json, with `"object": TEXT` (--object: what the CLI's watchdog
+names, e.g. "var attribute '_index'"), and --minimize keeps what still makes the watchdog
+end the conversion (run with DELTACELLS_HDF5_CALL_TIMEOUT=1). Minimizing reverts the changed
+bytes in halves first (delta debugging), then one by one.
 """
 import argparse
 import hashlib
@@ -68,33 +75,50 @@ def apply(seed, edits):
     return bytes(out + seed[at:])
 
 
+HANG = False
+
+
 def crashes(binary, data):
     """Whether `binary convert` of data, with or without --no-sort-genes (which skips the
-    pass over X before the names), reports a libhdf5 crash."""
+    pass over X before the names), reports a libhdf5 crash (--hang: a call that did not
+    return, with a 1 s budget)."""
+    want = "libhdf5 did not return within" if HANG else "libhdf5 crashed"
+    env = dict(os.environ, DELTACELLS_HDF5_CALL_TIMEOUT="1")
     with tempfile.TemporaryDirectory() as d:
         f = os.path.join(d, "input.h5ad")
         with open(f, "wb") as fh:
             fh.write(data)
         for extra in ([], ["--no-sort-genes"]):
             r = subprocess.run([binary, "convert", f, os.path.join(d, "out.dc")] + extra,
-                               capture_output=True, text=True)
-            if r.returncode == 1 and "libhdf5 crashed" in r.stderr:
+                               capture_output=True, text=True, env=env, timeout=120)
+            if r.returncode == 1 and want in r.stderr:
                 return True
         return False
 
 
 def minimize(binary, seed, data):
     if not crashes(binary, data):
-        sys.exit(f"{binary} convert does not report a libhdf5 crash on this input")
+        sys.exit(f"{binary} convert does not report a libhdf5 "
+                 f"{'hang' if HANG else 'crash'} on this input")
     cur = bytearray(data)
-    for i in [k for k in range(len(seed)) if seed[k] != data[k]]:
+
+    def revert(idx):
         trial = bytearray(cur)
-        trial[i] = seed[i]
-        if crashes(binary, bytes(trial)):
-            cur = trial
-            print(f"  byte {i}: not needed", file=sys.stderr)
+        for i in idx:
+            trial[i] = seed[i]
+        return bytes(trial)
+
+    # Delta debugging: revert halves of the changed bytes while the outcome stays.
+    todo = [[k for k in range(len(seed)) if seed[k] != data[k]]]
+    while todo:
+        idx = todo.pop()
+        if crashes(binary, revert(idx)):
+            cur = bytearray(revert(idx))
+            print(f"  {len(idx)} bytes from {idx[0]}: not needed", file=sys.stderr)
+        elif len(idx) > 1:
+            todo += [idx[len(idx) // 2:], idx[:len(idx) // 2]]
         else:
-            print(f"  byte {i}: needed", file=sys.stderr)
+            print(f"  byte {idx[0]}: needed", file=sys.stderr)
     return bytes(cur)
 
 
@@ -105,7 +129,13 @@ def main():
     ap.add_argument("--seed", default=SEED)
     ap.add_argument("--origin", default="")
     ap.add_argument("--minimize", metavar="BIN")
+    ap.add_argument("--hang", action="store_true")
+    ap.add_argument("--object", default="")
     a = ap.parse_args()
+    global HANG
+    HANG = a.hang
+    if a.hang and not a.object:
+        sys.exit("--hang needs --object (what the watchdog names)")
     seed = open(os.path.join(ROOT, a.seed), "rb").read()
     data = open(a.crash, "rb").read()
     origin = a.origin or os.path.basename(a.crash)
@@ -126,8 +156,11 @@ def main():
         "origin": origin,
         "edits": edits,
     }
-    os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, a.name + ".json")
+    if a.hang:
+        doc["object"] = a.object
+    out = OUT.replace("hdf5-crashes", "hdf5-hangs") if a.hang else OUT
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, a.name + ".json")
     with open(path, "w") as fh:
         json.dump(doc, fh, indent=1)
         fh.write("\n")

@@ -2,7 +2,9 @@
 //! silently (docs/reliability.md §1, src/bin/deltacells/isolate.rs): `convert` and `verify
 //! --against` read HDF5 inputs in a child process; a crash there gives exit status 1 and one
 //! error line naming the input, the signal and libhdf5, nothing on stdout, no output, no
-//! temporary and no core file left, and an existing output untouched.
+//! temporary and no core file left, and an existing output untouched. A libhdf5 call that
+//! never returns (an endless loop on a malformed file) is ended by the child's watchdog with
+//! the same guarantees (`a_libhdf5_hang_...`, with a short budget).
 //!
 //! The inputs are the patches of tests/data/hdf5-crashes/ (scripts/make-hdf5-crash-patch.py),
 //! applied to the committed seed. They are deliberately not in fuzz/corpus or
@@ -28,10 +30,18 @@ fn sha256(b: &[u8]) -> String {
         .collect()
 }
 
-/// Every committed reproducer, rebuilt from its patch: (name, bytes).
+/// Every committed crash reproducer, rebuilt from its patch: (name, bytes).
 fn reproducers() -> Vec<(String, Vec<u8>)> {
+    patched("tests/data/hdf5-crashes")
+        .into_iter()
+        .map(|(name, bytes, _)| (name, bytes))
+        .collect()
+}
+
+/// Every patch of `dir` (relative to the crate), rebuilt: (name, bytes, the patch).
+fn patched(dir: &str) -> Vec<(String, Vec<u8>, serde_json::Value)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = root.join("tests/data/hdf5-crashes");
+    let dir = root.join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
@@ -65,7 +75,7 @@ fn reproducers() -> Vec<(String, Vec<u8>)> {
             assert_eq!(out.len() as u64, doc["length"].as_u64().unwrap());
             assert_eq!(sha256(&out), doc["sha256"], "{}: rebuilt", f.display());
             let name = f.file_stem().unwrap().to_string_lossy().into_owned();
-            (name, out)
+            (name, out, doc)
         })
         .collect()
 }
@@ -85,9 +95,19 @@ fn assert_crash_reported(o: &Output, input: &Path, tail: &str, case: &str) {
     } else {
         assert_eq!(out, "", "{case}: stdout");
     }
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "{case}: one error line: {err}");
-    let line = lines[0];
+    // Ours is the one line; before it, glibc may have printed its own diagnostic of the
+    // heap corruption it detected before it aborted (`munmap_chunk(): invalid pointer`):
+    // the child writes to the same stderr (docs/reliability.md §1).
+    let ours: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("deltacells"))
+        .collect();
+    assert_eq!(ours.len(), 1, "{case}: one error line: {err}");
+    assert!(
+        err.lines().last() == Some(ours[0]),
+        "{case}: ours last: {err}"
+    );
+    let line = ours[0];
     let want = format!(
         "deltacells: error: {}: libhdf5 crashed reading this malformed HDF5 file (SIG",
         input.display()
@@ -417,4 +437,149 @@ fn the_child_marker_is_refused_when_set_by_hand() {
         "{o:?}"
     );
     assert_eq!(stdout(&o), "");
+}
+
+/// The base budget of one libhdf5 call for the hang tests (the default is 60 s).
+const SHORT_BUDGET: &str = "2";
+
+/// Runs `cmd` to its end; if it is still running after 5 minutes (the watchdog failed to
+/// end the loop), kills it and fails the test instead of hanging it.
+fn output_unless_hung(mut cmd: Command) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..3000 {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let o = child.wait_with_output().unwrap();
+    panic!("still running after 5 minutes: the watchdog did not end it: {o:?}");
+}
+
+/// A libhdf5 call that never returns (`tests/data/hdf5-hangs/`: libhdf5 1.10.8 loops in
+/// `H5C_protect` under `H5HG_read`) is ended by the child's watchdog: status 1, one line
+/// naming the input, the object read and the budget, nothing on stdout, nothing left
+/// behind (a live process's temporary and a user's file stay), a previous output (with and
+/// without --overwrite) byte for byte the same.
+#[test]
+fn a_libhdf5_hang_is_ended_by_the_watchdog_and_leaves_nothing() {
+    let hangs = patched("tests/data/hdf5-hangs");
+    assert!(!hangs.is_empty());
+    for (name, bytes, doc) in hangs {
+        let dir = TempDir::new("h5hang");
+        let input = dir.join(&format!("{name}.h5ad"));
+        std::fs::write(&input, &bytes).unwrap();
+        std::fs::create_dir(dir.join(".out.dc.tmp-1-0123456789abcdef")).unwrap();
+        std::fs::write(dir.join(".out.dc.tmp-notes"), b"mine").unwrap();
+        let out = dir.join("out.dc");
+        let object = doc["object"]
+            .as_str()
+            .expect("the patch names the object that hangs");
+        let want = format!(
+            "deltacells: error: {}: {object}: libhdf5 did not return within {SHORT_BUDGET} s: \
+             an endless loop of libhdf5 on this malformed HDF5 file (the limit of one call: \
+             DELTACELLS_HDF5_CALL_TIMEOUT); nothing was written to {}",
+            input.display(),
+            out.display()
+        );
+        let convert = |extra: &[&str]| {
+            let mut args = vec!["convert", input.to_str().unwrap(), out.to_str().unwrap()];
+            args.extend_from_slice(extra);
+            args.push("--no-sort-genes");
+            let mut cmd = Command::new(BIN);
+            cmd.args(&args)
+                .current_dir(&dir.0)
+                .env("DELTACELLS_HDF5_CALL_TIMEOUT", SHORT_BUDGET);
+            output_unless_hung(cmd)
+        };
+        let check = |o: &Output, case: &str| {
+            assert_eq!(o.status.code(), Some(1), "{case}: {o:?}");
+            assert_eq!(stdout(o), "", "{case}");
+            assert_eq!(
+                stderr(o).lines().collect::<Vec<_>>(),
+                [want.as_str()],
+                "{case}"
+            );
+        };
+        let before = names(&dir.0);
+        let o = convert(&[]);
+        check(&o, &format!("{name}: new output"));
+        assert_eq!(names(&dir.0), before, "{name}: what is left");
+
+        let seed = scrna("10x-v3-1107-cells-chr21.h5ad");
+        ok(&[
+            "convert",
+            seed.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--quiet",
+        ]);
+        let (files, before) = (snapshot(&out), names(&dir.0));
+        let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+        let ino_before = ino(&out);
+        for extra in [&["--overwrite"][..], &[][..]] {
+            let o = convert(extra);
+            let case = format!("{name} {extra:?}");
+            if o.status.code() != Some(4) {
+                check(&o, &case);
+            }
+            assert_eq!(names(&dir.0), before, "{case}: what is left");
+            assert_eq!(ino(&out), ino_before, "{case}: the output was replaced");
+            assert!(snapshot(&out) == files, "{case}: the output changed");
+        }
+    }
+}
+
+#[test]
+fn the_call_budget_variable_is_checked() {
+    let dir = TempDir::new("h5budget");
+    let seed = scrna("10x-v3-1107-cells-chr21.h5ad");
+    let out = dir.join("out.dc");
+    for bad in ["abc", "-1", "inf"] {
+        let o = Command::new(BIN)
+            .args(["convert", seed.to_str().unwrap(), out.to_str().unwrap()])
+            .env("DELTACELLS_HDF5_CALL_TIMEOUT", bad)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad}: {o:?}");
+        assert!(
+            stderr(&o).starts_with("deltacells: error: DELTACELLS_HDF5_CALL_TIMEOUT is "),
+            "{bad}: {o:?}"
+        );
+        assert!(!out.exists());
+    }
+    // 0 turns the watchdog off; the measuring aid names the slowest call (valid input).
+    let o = Command::new(BIN)
+        .args([
+            "convert",
+            seed.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--quiet",
+        ])
+        .env("DELTACELLS_HDF5_CALL_TIMEOUT", "0")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(stderr(&o), "");
+    let o = Command::new(BIN)
+        .args([
+            "convert",
+            seed.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--quiet",
+        ])
+        .args(["--overwrite"])
+        .env("DELTACELLS_HDF5_CALL_STATS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("deltacells: slowest libhdf5 call: ") && err.contains("of its budget of"),
+        "{err}"
+    );
 }

@@ -12,6 +12,10 @@
 //!   bool -> boolean, nullable-integer / nullable-boolean -> with nulls, string arrays ->
 //!   utf8. Other encodings are an error naming the column.
 //! * var names: the var index.
+//!
+//! Every read through the binding runs in a `contain::decoding` scope (a panic of the
+//! binding becomes a `Format` error) and in an `h5watch` scope naming the object read, with
+//! its time budget (the CLI's watchdog ends a libhdf5 call that never returns).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,6 +29,7 @@ use arrow_array::{
 use hdf5::types::{FloatSize, IntSize, TypeDescriptor, VarLenAscii, VarLenUnicode};
 use hdf5_metno as hdf5;
 
+use super::h5watch::{bulk, small, unwatched, STRING_BYTES};
 use super::mtx::CellMatrix;
 use super::source::CellSource;
 use super::tables::{self, Tables};
@@ -58,7 +63,8 @@ enum Layout {
 /// An open `.h5ad` file.
 pub struct H5adSource {
     path: PathBuf,
-    file: hdf5::File,
+    /// Always Some until dropped (taken by `Drop`, to close it inside a watched scope).
+    file: Option<hdf5::File>,
     /// Name of the matrix element ("X", "layers/counts", ...).
     x_name: String,
     layout: Layout,
@@ -81,11 +87,20 @@ impl H5adSource {
     /// (`contain::decoding`); a crash of libhdf5 itself cannot be caught in-process (the CLI
     /// reads HDF5 inputs in a child process: docs/reliability.md §1).
     pub fn open_matrix(path: &Path, x_name: &str) -> Result<H5adSource> {
-        decoding(path.display(), || Self::open_unchecked(path, x_name))
+        decoding(path.display(), || {
+            small(
+                || format!("opening {x_name}"),
+                || Self::open_unchecked(path, x_name),
+            )
+        })
     }
 
     fn open_unchecked(path: &Path, x_name: &str) -> Result<H5adSource> {
-        let file = hdf5::File::open(path).map_err(|e| h5err(path, "cannot open as HDF5", e))?;
+        let file = small(
+            || "the file's superblock and root group".to_string(),
+            || hdf5::File::open(path),
+        )
+        .map_err(|e| h5err(path, "cannot open as HDF5", e))?;
         let fail = |m: String| Error::format(format!("{}: {x_name}: {m}", path.display()));
         if !file.link_exists(x_name) {
             return Err(Error::new(
@@ -111,16 +126,17 @@ impl H5adSource {
             (Layout::Dense(ds), shape[0] as u64, shape[1] as u64)
         } else {
             let g = file.group(x_name).map_err(|e| h5err(path, x_name, e))?;
-            let enc = string_attr(&g, "encoding-type").map_err(|e| {
+            let enc = string_attr(&g, x_name, "encoding-type").map_err(|e| {
                 fail(format!(
                     "no readable 'encoding-type' attribute ({})",
                     e.message
                 ))
             })?;
-            let shape = g
-                .attr("shape")
-                .and_then(|a| a.read_raw::<i64>())
-                .map_err(|e| h5err(path, &format!("{x_name} attribute 'shape'"), e))?;
+            let shape = small(
+                || format!("{x_name} attribute 'shape'"),
+                || g.attr("shape").and_then(|a| a.read_raw::<i64>()),
+            )
+            .map_err(|e| h5err(path, &format!("{x_name} attribute 'shape'"), e))?;
             if shape.len() != 2 || shape.iter().any(|&s| s < 0) {
                 return Err(fail(format!(
                     "attribute 'shape' is {shape:?}, expected 2 sizes"
@@ -128,7 +144,7 @@ impl H5adSource {
             }
             let (rows, cols) = (shape[0] as u64, shape[1] as u64);
             let open = |n: &str| {
-                g.dataset(n)
+                small(|| format!("{x_name}/{n}"), || g.dataset(n))
                     .map_err(|e| h5err(path, &format!("{x_name}/{n}"), e))
             };
             let (data, indices) = (open("data")?, open("indices")?);
@@ -142,9 +158,12 @@ impl H5adSource {
                     )))
                 }
             };
-            let indptr = indptr_ds
-                .read_raw::<i64>()
-                .map_err(|e| h5err(path, &format!("{x_name}/indptr"), e))?;
+            let indptr = bulk(
+                || format!("{x_name}/indptr"),
+                (major + 1) * 8,
+                || indptr_ds.read_raw::<i64>(),
+            )
+            .map_err(|e| h5err(path, &format!("{x_name}/indptr"), e))?;
             check_indptr(&indptr, major, data.size() as u64, indices.size() as u64)
                 .map_err(|m| fail(format!("indptr: {m}")))?;
             if enc == "csr_matrix" {
@@ -167,7 +186,7 @@ impl H5adSource {
         }
         Ok(H5adSource {
             path: path.to_path_buf(),
-            file,
+            file: Some(file),
             x_name: x_name.to_string(),
             layout,
             n_cells,
@@ -188,29 +207,41 @@ impl H5adSource {
         b: usize,
         minor: u64,
     ) -> Result<(Vec<i32>, Vec<i32>)> {
-        let vals = data
-            .read_slice_1d::<f64, _>(a..b)
-            .map_err(|e| h5err(&self.path, &format!("{}/data", self.x_name), e))?;
-        let idx = indices
-            .read_slice_1d::<i64, _>(a..b)
-            .map_err(|e| h5err(&self.path, &format!("{}/indices", self.x_name), e))?;
-        let mut v = Vec::with_capacity(vals.len());
-        for (k, &x) in vals.iter().enumerate() {
-            v.push(to_count(x).ok_or_else(|| {
-                self.x_err(format!(
-                    "data[{}] is {x}, not a count (a whole number in 0..=2^31-1)",
-                    a + k
-                ))
-            })?);
-        }
-        let mut ix = Vec::with_capacity(idx.len());
-        for (k, &i) in idx.iter().enumerate() {
-            if i < 0 || i as u64 >= minor {
-                return Err(self.x_err(format!("indices[{}] is {i}, outside 0..{minor}", a + k)));
+        let bytes = (b - a) as u64 * 8;
+        let vals = bulk(
+            || format!("{}/data entries {a}..{b}", self.x_name),
+            bytes,
+            || data.read_slice_1d::<f64, _>(a..b),
+        )
+        .map_err(|e| h5err(&self.path, &format!("{}/data", self.x_name), e))?;
+        let idx = bulk(
+            || format!("{}/indices entries {a}..{b}", self.x_name),
+            bytes,
+            || indices.read_slice_1d::<i64, _>(a..b),
+        )
+        .map_err(|e| h5err(&self.path, &format!("{}/indices", self.x_name), e))?;
+        // Our own computing: no libhdf5 call.
+        unwatched(|| {
+            let mut v = Vec::with_capacity(vals.len());
+            for (k, &x) in vals.iter().enumerate() {
+                v.push(to_count(x).ok_or_else(|| {
+                    self.x_err(format!(
+                        "data[{}] is {x}, not a count (a whole number in 0..=2^31-1)",
+                        a + k
+                    ))
+                })?);
             }
-            ix.push(i as i32);
-        }
-        Ok((v, ix))
+            let mut ix = Vec::with_capacity(idx.len());
+            for (k, &i) in idx.iter().enumerate() {
+                if i < 0 || i as u64 >= minor {
+                    return Err(
+                        self.x_err(format!("indices[{}] is {i}, outside 0..{minor}", a + k))
+                    );
+                }
+                ix.push(i as i32);
+            }
+            Ok((v, ix))
+        })
     }
 
     /// Rows lo..hi of the dense matrix as CSR.
@@ -227,24 +258,30 @@ impl H5adSource {
         let mut r = lo;
         while r < hi {
             let e = (r + step).min(hi);
-            let block = ds
-                .read_slice_2d::<f64, _>((r as usize..e as usize, ..))
-                .map_err(|err| h5err(&self.path, &self.x_name, err))?;
-            for (i, row) in block.outer_iter().enumerate() {
-                for (j, &x) in row.iter().enumerate() {
-                    let v = to_count(x).ok_or_else(|| {
-                        self.x_err(format!(
-                            "[{}, {j}] is {x}, not a count (a whole number in 0..=2^31-1)",
-                            r as usize + i
-                        ))
-                    })?;
-                    if v != 0 {
-                        m.indices.push(j as i32);
-                        m.values.push(v);
+            let block = bulk(
+                || format!("{} rows {r}..{e}", self.x_name),
+                (e - r) * g as u64 * 8,
+                || ds.read_slice_2d::<f64, _>((r as usize..e as usize, ..)),
+            )
+            .map_err(|err| h5err(&self.path, &self.x_name, err))?;
+            unwatched(|| -> Result<()> {
+                for (i, row) in block.outer_iter().enumerate() {
+                    for (j, &x) in row.iter().enumerate() {
+                        let v = to_count(x).ok_or_else(|| {
+                            self.x_err(format!(
+                                "[{}, {j}] is {x}, not a count (a whole number in 0..=2^31-1)",
+                                r as usize + i
+                            ))
+                        })?;
+                        if v != 0 {
+                            m.indices.push(j as i32);
+                            m.values.push(v);
+                        }
                     }
+                    m.indptr.push(m.indices.len() as i64);
                 }
-                m.indptr.push(m.indices.len() as i64);
-            }
+                Ok(())
+            })?;
             r = e;
         }
         Ok(m)
@@ -252,20 +289,24 @@ impl H5adSource {
 
     /// A dataframe group (`obs` or `var`) as a record batch, or None if absent.
     pub fn dataframe(&self, name: &str, n_rows: u64) -> Result<Option<RecordBatch>> {
-        if !self.file.link_exists(name) {
-            return Ok(None);
-        }
+        let file = self.file.as_ref().expect("open until dropped");
         let p = &self.path;
-        let g = self.file.group(name).map_err(|e| h5err(p, name, e))?;
-        let index_name = string_attr(&g, "_index").map_err(|e| {
+        let g = small(
+            || format!("group '{name}'"),
+            || file.link_exists(name).then(|| file.group(name)).transpose(),
+        )
+        .map_err(|e| h5err(p, name, e))?;
+        let Some(g) = g else {
+            return Ok(None);
+        };
+        let index_name = string_attr(&g, name, "_index").map_err(|e| {
             Error::format(format!(
                 "{}: {name}: no readable '_index' attribute ({}); files of anndata < 0.7 are not supported",
                 p.display(),
                 e.message
             ))
         })?;
-        let index_ds = g
-            .dataset(&index_name)
+        let index_ds = small(|| format!("{name}/{index_name}"), || g.dataset(&index_name))
             .map_err(|e| h5err(p, &format!("{name}/{index_name}"), e))?;
         let index = read_strings(p, &format!("{name}/{index_name}"), &index_ds)?;
         if index.len() as u64 != n_rows {
@@ -275,7 +316,7 @@ impl H5adSource {
                 index.len()
             )));
         }
-        let order = string_array_attr(&g, "column-order")
+        let order = string_array_attr(&g, name, "column-order")
             .map_err(|e| Error::format(format!("{}: {name}: {}", p.display(), e.message)))?;
         let mut columns = Vec::with_capacity(order.len());
         for col in order {
@@ -341,13 +382,33 @@ fn read_csc(
     rows: u64,
     cols: u64,
 ) -> Result<CellMatrix> {
+    let bytes = *indptr.last().unwrap_or(&0) as u64 * 8;
+    let vals = bulk(
+        || format!("{x_name}/data"),
+        bytes,
+        || data.read_raw::<f64>(),
+    )
+    .map_err(|e| h5err(path, &format!("{x_name}/data"), e))?;
+    let idx = bulk(
+        || format!("{x_name}/indices"),
+        bytes,
+        || indices.read_raw::<i64>(),
+    )
+    .map_err(|e| h5err(path, &format!("{x_name}/indices"), e))?;
+    unwatched(|| transpose_csc(x_name, path, &vals, &idx, indptr, rows, cols))
+}
+
+/// The CSC arrays (checked here) as cell-major CSR: our own computing, no libhdf5 call.
+fn transpose_csc(
+    x_name: &str,
+    path: &Path,
+    vals: &[f64],
+    idx: &[i64],
+    indptr: &[i64],
+    rows: u64,
+    cols: u64,
+) -> Result<CellMatrix> {
     let fail = |m: String| Error::format(format!("{}: {x_name}: {m}", path.display()));
-    let vals = data
-        .read_raw::<f64>()
-        .map_err(|e| h5err(path, &format!("{x_name}/data"), e))?;
-    let idx = indices
-        .read_raw::<i64>()
-        .map_err(|e| h5err(path, &format!("{x_name}/indices"), e))?;
     let mut counts = vec![0i64; rows as usize + 1];
     for (k, &r) in idx.iter().enumerate() {
         if r < 0 || r as u64 >= rows {
@@ -393,7 +454,15 @@ fn read_csc(
     })
 }
 
-fn string_attr(loc: &hdf5::Location, name: &str) -> Result<String> {
+/// The string attribute `name` of `loc` (`owner`: its name, for the watchdog).
+fn string_attr(loc: &hdf5::Location, owner: &str, name: &str) -> Result<String> {
+    small(
+        || format!("{owner} attribute '{name}'"),
+        || string_attr_unwatched(loc, name),
+    )
+}
+
+fn string_attr_unwatched(loc: &hdf5::Location, name: &str) -> Result<String> {
     let a = loc
         .attr(name)
         .map_err(|e| Error::format(format!("attribute '{name}': {e}")))?;
@@ -415,7 +484,14 @@ fn string_attr(loc: &hdf5::Location, name: &str) -> Result<String> {
 
 /// A string-array attribute; an empty array of any type (h5py writes an empty
 /// `column-order` as float64) is an empty list.
-fn string_array_attr(loc: &hdf5::Location, name: &str) -> Result<Vec<String>> {
+fn string_array_attr(loc: &hdf5::Location, owner: &str, name: &str) -> Result<Vec<String>> {
+    small(
+        || format!("{owner} attribute '{name}'"),
+        || string_array_attr_unwatched(loc, name),
+    )
+}
+
+fn string_array_attr_unwatched(loc: &hdf5::Location, name: &str) -> Result<Vec<String>> {
     let a = loc
         .attr(name)
         .map_err(|e| Error::format(format!("attribute '{name}': {e}")))?;
@@ -442,7 +518,17 @@ fn string_array_attr(loc: &hdf5::Location, name: &str) -> Result<Vec<String>> {
     r.map_err(|e| Error::format(format!("attribute '{name}': {e}")))
 }
 
+/// A variable-length string dataset (budget: [`STRING_BYTES`] per element).
 fn read_strings(path: &Path, what: &str, ds: &hdf5::Dataset) -> Result<Vec<String>> {
+    let n = small(|| what.to_string(), || ds.size()) as u64;
+    bulk(
+        || what.to_string(),
+        n * STRING_BYTES,
+        || read_strings_unwatched(path, what, ds),
+    )
+}
+
+fn read_strings_unwatched(path: &Path, what: &str, ds: &hdf5::Dataset) -> Result<Vec<String>> {
     let d = ds
         .dtype()
         .and_then(|t| t.to_descriptor())
@@ -464,7 +550,17 @@ fn read_strings(path: &Path, what: &str, ds: &hdf5::Dataset) -> Result<Vec<Strin
     r.map_err(|e| h5err(path, what, e))
 }
 
+/// A numeric, boolean or string column (budget: 8 bytes per element, the widest type).
 fn read_numeric(path: &Path, what: &str, ds: &hdf5::Dataset) -> Result<ArrayRef> {
+    let n = small(|| what.to_string(), || ds.size()) as u64;
+    bulk(
+        || what.to_string(),
+        n * 8,
+        || read_numeric_unwatched(path, what, ds),
+    )
+}
+
+fn read_numeric_unwatched(path: &Path, what: &str, ds: &hdf5::Dataset) -> Result<ArrayRef> {
     let d = ds
         .dtype()
         .and_then(|t| t.to_descriptor())
@@ -515,9 +611,10 @@ fn with_mask(a: ArrayRef, mask: &[bool], path: &Path, what: &str) -> Result<Arra
 }
 
 fn read_column(path: &Path, g: &hdf5::Group, col: &str, what: &str) -> Result<ArrayRef> {
-    let kind = g.loc_type_by_name(col).map_err(|e| h5err(path, what, e))?;
+    let kind =
+        small(|| what.to_string(), || g.loc_type_by_name(col)).map_err(|e| h5err(path, what, e))?;
     if kind == hdf5::LocationType::Dataset {
-        let ds = g.dataset(col).map_err(|e| h5err(path, what, e))?;
+        let ds = small(|| what.to_string(), || g.dataset(col)).map_err(|e| h5err(path, what, e))?;
         if ds.ndim() != 1 {
             return Err(Error::unsupported(format!(
                 "{}: {what}: {}-dimensional column, only 1-D columns are supported",
@@ -527,17 +624,18 @@ fn read_column(path: &Path, g: &hdf5::Group, col: &str, what: &str) -> Result<Ar
         }
         return read_numeric(path, what, &ds);
     }
-    let cg = g.group(col).map_err(|e| h5err(path, what, e))?;
-    let enc = string_attr(&cg, "encoding-type")
+    let cg = small(|| what.to_string(), || g.group(col)).map_err(|e| h5err(path, what, e))?;
+    let enc = string_attr(&cg, what, "encoding-type")
         .map_err(|e| Error::format(format!("{}: {what}: {}", path.display(), e.message)))?;
     let sub = |n: &str| {
-        cg.dataset(n)
+        small(|| format!("{what}/{n}"), || cg.dataset(n))
             .map_err(|e| h5err(path, &format!("{what}/{n}"), e))
     };
     match enc.as_str() {
         "categorical" => {
-            let codes = sub("codes")?
-                .read_raw::<i32>()
+            let codes_ds = sub("codes")?;
+            let n_codes = small(|| format!("{what}/codes"), || codes_ds.size()) as u64;
+            let codes = bulk(|| format!("{what}/codes"), n_codes * 4, || codes_ds.read_raw::<i32>())
                 .map_err(|e| h5err(path, &format!("{what}/codes"), e))?;
             let cats_ds = sub("categories")?;
             let cats: Vec<String> = match read_numeric(path, &format!("{what}/categories"), &cats_ds)? {
@@ -574,8 +672,9 @@ fn read_column(path: &Path, g: &hdf5::Group, col: &str, what: &str) -> Result<Ar
         }
         "nullable-integer" | "nullable-boolean" | "nullable-string-array" => {
             let values = read_numeric(path, &format!("{what}/values"), &sub("values")?)?;
-            let mask = sub("mask")?
-                .read_raw::<bool>()
+            let mask_ds = sub("mask")?;
+            let n_mask = small(|| format!("{what}/mask"), || mask_ds.size()) as u64;
+            let mask = bulk(|| format!("{what}/mask"), n_mask, || mask_ds.read_raw::<bool>())
                 .map_err(|e| h5err(path, &format!("{what}/mask"), e))?;
             with_mask(values, &mask, path, what)
         }
@@ -629,9 +728,11 @@ impl H5adSource {
                 while a < end {
                     let b = (a + READ_BLOCK).min(end);
                     let (v, ix) = self.read_entries(data, indices, a, b, self.n_genes as u64)?;
-                    for (&g, &x) in ix.iter().zip(&v) {
-                        t[g as usize] += x as u64;
-                    }
+                    unwatched(|| {
+                        for (&g, &x) in ix.iter().zip(&v) {
+                            t[g as usize] += x as u64;
+                        }
+                    });
                     a = b;
                 }
                 Ok(t)
@@ -643,9 +744,11 @@ impl H5adSource {
                 while lo < self.n_cells {
                     let hi = (lo + step).min(self.n_cells);
                     let m = self.read_dense(ds, lo, hi)?;
-                    for (&g, &x) in m.indices.iter().zip(&m.values) {
-                        t[g as usize] += x as u64;
-                    }
+                    unwatched(|| {
+                        for (&g, &x) in m.indices.iter().zip(&m.values) {
+                            t[g as usize] += x as u64;
+                        }
+                    });
                     lo = hi;
                 }
                 Ok(t)
@@ -676,7 +779,7 @@ impl H5adSource {
                 };
                 // scipy allows unsorted indices; the writer sorts them (and rejects
                 // duplicates); drop explicit zeros here so counts stay honest.
-                drop_zeros(&mut m);
+                unwatched(|| drop_zeros(&mut m));
                 Ok(m)
             }
         }
@@ -713,22 +816,63 @@ impl CellSource for H5adSource {
     }
     fn gene_totals(&mut self) -> Result<Vec<u64>> {
         let path = self.path.clone();
-        decoding(path.display(), || self.gene_totals_unchecked())
+        let x = self.x_name.clone();
+        decoding(path.display(), || {
+            small(
+                || format!("{x} (the pass for gene totals)"),
+                || self.gene_totals_unchecked(),
+            )
+        })
     }
     fn read_cells(&mut self, lo: u64, hi: u64) -> Result<CellMatrix> {
         let path = self.path.clone();
-        decoding(path.display(), || self.read_cells_unchecked(lo, hi))
+        let x = self.x_name.clone();
+        decoding(path.display(), || {
+            small(
+                || format!("{x} cells {lo}..{hi}"),
+                || self.read_cells_unchecked(lo, hi),
+            )
+        })
     }
     fn var_names(&mut self) -> Result<Option<(Vec<String>, String)>> {
         let path = self.path.clone();
-        decoding(path.display(), || self.var_names_unchecked())
+        decoding(path.display(), || {
+            small(
+                || "var (the gene names)".to_string(),
+                || self.var_names_unchecked(),
+            )
+        })
     }
     fn tables(&mut self) -> Result<Tables> {
         let path = self.path.clone();
-        decoding(path.display(), || self.tables_unchecked())
+        decoding(path.display(), || {
+            small(|| "obs and var".to_string(), || self.tables_unchecked())
+        })
     }
     fn input_bytes(&self) -> u64 {
         std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+/// Closes the file and the datasets it holds open inside a watched scope (libhdf5 flushes
+/// and frees its caches on close: it has crashed there on a malformed file, and could hang).
+impl Drop for H5adSource {
+    fn drop(&mut self) {
+        let file = self.file.take();
+        let layout = std::mem::replace(
+            &mut self.layout,
+            Layout::InMemory(CellMatrix {
+                n_cells: 0,
+                n_genes: 0,
+                indptr: vec![0],
+                indices: Vec::new(),
+                values: Vec::new(),
+            }),
+        );
+        small(
+            || "closing the file".to_string(),
+            move || drop((layout, file)),
+        );
     }
 }
 

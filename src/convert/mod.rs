@@ -4,6 +4,7 @@
 //!
 //! * `mtx` — Matrix Market files and 10x Genomics matrix folders;
 //! * `h5ad` — AnnData files (X as CSR, CSC or dense; obs and var tables as Arrow);
+//! * `h5watch` — the libhdf5 call in progress and its time budget, for the CLI's watchdog;
 //! * `source` — the `CellSource` abstraction and `convert`, which streams any source into a
 //!   `DatasetWriter`; `open_source` (here) picks the reader by format;
 //! * `tables` — obs / var tables as Arrow record batches, and where they reach the writer;
@@ -11,6 +12,7 @@
 
 pub mod export;
 pub mod h5ad;
+pub mod h5watch;
 pub mod mtx;
 pub mod source;
 pub mod tables;

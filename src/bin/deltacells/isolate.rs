@@ -31,16 +31,30 @@
 //! expected, reported outcome, the input reproduces it, and a core file would be left in the
 //! user's directory.
 //!
+//! libhdf5 can also loop forever on a malformed file. The child records each libhdf5 call
+//! with its time budget (`convert::h5watch`: a base of 60 s, [`CALL_TIMEOUT_ENV`], for
+//! metadata and attributes; plus one second per MiB for a bulk read), and a watchdog thread
+//! in the child checks the call in progress every 250 ms. When one has outlived its budget,
+//! the watchdog writes what it was reading to a pipe the parent passed ([`REPORT_ENV`]) and
+//! ends the child with [`STATUS_HUNG`] (`_exit`: nothing printed, nothing flushed). The
+//! parent then does what it does after a crash: removes the child's temporaries and prints
+//! one line naming the input, the object and the budget (status 1). The budget is per call,
+//! never per command: a conversion of hours makes many calls, each far inside its budget.
+//! Time counts in ticks of at most 1 s, so a child stopped (Ctrl-Z, SIGSTOP) or a machine
+//! suspended for a while does not use up a budget.
+//!
 //! Cost: one more exec and process start (measured in docs/reliability.md §1), nothing per
 //! cell.
 
 use std::ffi::OsString;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
 
-use deltacells::convert::h5ad;
+use deltacells::convert::{h5ad, h5watch};
 use deltacells::storage::fs;
 
 use crate::args::Args;
@@ -51,6 +65,48 @@ pub const CHILD_ENV: &str = "DELTACELLS_ISOLATED_READER";
 
 /// The exit status of bad data (`exit_status(ErrorKind::Format)`).
 const STATUS_BAD_DATA: u8 = 1;
+
+/// The base time budget of one libhdf5 call, in seconds (decimals allowed; default 60, the
+/// budget of metadata and attribute reads; bulk reads get one more second per MiB; 0 turns
+/// the watchdog off).
+pub const CALL_TIMEOUT_ENV: &str = "DELTACELLS_HDF5_CALL_TIMEOUT";
+
+/// Set in the child to the descriptor of the pipe its watchdog reports a hang on.
+const REPORT_ENV: &str = "DELTACELLS_ISOLATED_REPORT";
+
+/// The child's exit status after its watchdog found a libhdf5 call that did not return (the
+/// parent turns it into status 1 when the pipe holds the report).
+const STATUS_HUNG: i32 = 86;
+
+/// How often the watchdog looks at the call in progress.
+const TICK: Duration = Duration::from_millis(250);
+
+/// The base budget from [`CALL_TIMEOUT_ENV`]: None for 0 (no watchdog).
+fn call_timeout() -> Result<Option<Duration>, String> {
+    let Some(v) = std::env::var_os(CALL_TIMEOUT_ENV) else {
+        return Ok(Some(h5watch::DEFAULT_BASE));
+    };
+    match v.to_str().and_then(|s| s.trim().parse::<f64>().ok()) {
+        Some(0.0) => Ok(None),
+        Some(s) if s.is_finite() && (0.001..=1e9).contains(&s) => {
+            Ok(Some(Duration::from_secs_f64(s)))
+        }
+        _ => Err(format!(
+            "{CALL_TIMEOUT_ENV} is {v:?}: expected the seconds one libhdf5 call may take \
+             (e.g. 60; 0 turns the watchdog off)"
+        )),
+    }
+}
+
+/// Seconds for a message: whole, or with one decimal.
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s:.1}")
+    }
+}
 
 /// A command line that opens an HDF5 input: the input, and the output it writes (if any).
 #[derive(Debug)]
@@ -118,11 +174,102 @@ pub fn enter_child() -> Result<(), String> {
     // SAFETY: getppid(2) has no arguments and cannot fail.
     let ppid = unsafe { libc::getppid() };
     match v.to_str().and_then(|s| s.parse::<libc::pid_t>().ok()) {
-        Some(p) if p == ppid => Ok(()),
+        Some(p) if p == ppid => {
+            if let Ok(Some(base)) = call_timeout() {
+                h5watch::watch(base);
+                if let Some(fd) = report_fd() {
+                    std::thread::spawn(move || watchdog(fd));
+                }
+            }
+            Ok(())
+        }
         _ => Err(format!(
             "{CHILD_ENV} is set, but not by this process's parent (the parent was killed, or \
              the variable was set by hand: it is for deltacells' own use); nothing done"
         )),
+    }
+}
+
+/// The pipe to report a hang on ([`REPORT_ENV`]), if it is one; marked close-on-exec.
+fn report_fd() -> Option<libc::c_int> {
+    let fd = std::env::var(REPORT_ENV)
+        .ok()?
+        .parse::<libc::c_int>()
+        .ok()?;
+    // SAFETY: fstat(2) fills the local struct; fcntl(2) sets a flag on a descriptor this
+    // process inherited for this purpose (checked to be a pipe first).
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if fd < 3 || libc::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+            return None;
+        }
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
+    Some(fd)
+}
+
+/// The child's watchdog (a thread of its own): every [`TICK`], looks at the libhdf5 call in
+/// progress; once one call has run longer than its budget, writes `OBJECT: libhdf5 did not
+/// return within N s` to `fd` and ends the process with [`STATUS_HUNG`]. Prints nothing.
+/// A tick counts at most 4 ticks of time, so time the process spent stopped is not counted.
+fn watchdog(fd: libc::c_int) {
+    let (mut seq, mut spent, mut last) = (0u64, Duration::ZERO, Instant::now());
+    loop {
+        std::thread::sleep(TICK);
+        let now = Instant::now();
+        let step = (now - last).min(4 * TICK);
+        last = now;
+        let Some(call) = h5watch::current() else {
+            seq = 0;
+            continue;
+        };
+        if call.seq != seq {
+            (seq, spent) = (call.seq, Duration::ZERO);
+            continue;
+        }
+        spent += step;
+        if spent > call.budget {
+            let mut line = format!(
+                "{}: libhdf5 did not return within {} s",
+                call.what,
+                seconds(call.budget)
+            )
+            .into_bytes();
+            line.truncate(2048);
+            // SAFETY: write(2) from a live buffer to our report pipe (at most 2 KB, less
+            // than PIPE_BUF: written whole), then _exit(2), which ends the process at once:
+            // the main thread is inside libhdf5 and never returns.
+            unsafe {
+                libc::write(fd, line.as_ptr().cast(), line.len());
+                libc::_exit(STATUS_HUNG);
+            }
+        }
+    }
+}
+
+/// In the child, with `DELTACELLS_HDF5_CALL_STATS` set: prints the slowest libhdf5 call and
+/// its budget to stderr (a measuring aid for the budgets, docs/reliability.md §1).
+pub fn print_call_stats() {
+    if std::env::var_os(CHILD_ENV).is_none()
+        || std::env::var_os("DELTACELLS_HDF5_CALL_STATS").is_none()
+    {
+        return;
+    }
+    if let (Some(slow), Some(tight)) = h5watch::slowest() {
+        let show = |t: &h5watch::Timed| {
+            format!(
+                "{}: {:.3} s of its budget of {} s ({:.0}x)",
+                t.what,
+                t.elapsed.as_secs_f64(),
+                seconds(t.budget),
+                t.margin()
+            )
+        };
+        eprintln!(
+            "deltacells: slowest libhdf5 call: {}; smallest margin: {}",
+            show(&slow),
+            show(&tight)
+        );
     }
 }
 
@@ -251,13 +398,26 @@ pub fn run_in_child(plan: &Plan) -> ExitCode {
         Ok(p) => p,
         Err(_) => PathBuf::from("/proc/self/exe"),
     };
+    if let Err(m) = call_timeout() {
+        eprintln!("deltacells: error: {m}");
+        return ExitCode::from(2);
+    }
     let before = plan.output.as_deref().map(|o| identity(Path::new(o)));
+    let (report, report_w) = match report_pipe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("deltacells: error: cannot create a pipe for the child process: {e}");
+            return ExitCode::from(4);
+        }
+    };
     let saved = install_forwarding();
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let spawned = Command::new(&exe)
         .args(&args)
         .env(CHILD_ENV, std::process::id().to_string())
+        .env(REPORT_ENV, report_w.as_raw_fd().to_string())
         .spawn();
+    drop(report_w);
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
@@ -289,14 +449,32 @@ pub fn run_in_child(plan: &Plan) -> ExitCode {
         }
     };
     if let Some(code) = status.code() {
+        if code == STATUS_HUNG {
+            if let Some(what) = read_report(report) {
+                let head = format!(
+                    "{}: {what}: an endless loop of libhdf5 on this malformed HDF5 file \
+                     (the limit of one call: {CALL_TIMEOUT_ENV})",
+                    plan.input
+                );
+                eprintln!(
+                    "deltacells: error: {}",
+                    failure_message(plan, pid, head, before)
+                );
+                return ExitCode::from(STATUS_BAD_DATA);
+            }
+        }
         return ExitCode::from(code.clamp(0, 255) as u8);
     }
     let sig = status.signal().unwrap_or(0);
     match CRASHES.iter().find(|(s, _)| *s == sig) {
         Some((_, name)) => {
+            let head = format!(
+                "{}: libhdf5 crashed reading this malformed HDF5 file ({name})",
+                plan.input
+            );
             eprintln!(
                 "deltacells: error: {}",
-                crash_message(plan, pid, name, before)
+                failure_message(plan, pid, head, before)
             );
             ExitCode::from(STATUS_BAD_DATA)
         }
@@ -311,24 +489,42 @@ pub fn run_in_child(plan: &Plan) -> ExitCode {
     }
 }
 
-/// The error line of a crash of the child `pid` (after removing what it left).
-fn crash_message(
+/// The pipe the child's watchdog reports on: (read end, write end), the write end to be
+/// inherited by the child (not close-on-exec; the parent has no other thread that could
+/// start a process meanwhile) and closed here right after the spawn.
+fn report_pipe() -> std::io::Result<(std::io::PipeReader, std::io::PipeWriter)> {
+    let (r, w) = std::io::pipe()?;
+    // SAFETY: fcntl(2) clears the close-on-exec flag of a descriptor we own.
+    if unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETFD, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((r, w))
+}
+
+/// What the child's watchdog reported (after the child ended, so the pipe is at its end).
+fn read_report(mut r: std::io::PipeReader) -> Option<String> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    r.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf).trim().to_string();
+    (!text.is_empty()).then_some(text)
+}
+
+/// The error line of a crash or hang of the child `pid` (`head`: what happened), after
+/// removing what the child left.
+fn failure_message(
     plan: &Plan,
     pid: u32,
-    signal: &str,
+    head: String,
     before: Option<Option<(u64, u64)>>,
 ) -> String {
-    let head = format!(
-        "{}: libhdf5 crashed reading this malformed HDF5 file ({signal})",
-        plan.input
-    );
     match (&plan.output, before) {
         (Some(out), Some(before)) => {
             clean_up_child(Path::new(out), pid, before);
             let after = identity(Path::new(out));
             if after.is_some() && after != before {
                 format!(
-                    "{head}; the crash came after {out} was published complete (check it \
+                    "{head}; this came after {out} was published complete (check it \
                      with deltacells verify)"
                 )
             } else {

@@ -129,6 +129,10 @@ HDF5 element and position), and exit status 1 (2 for a usage error, 3 for a miss
 An HDF5 input is read in a child process (this program started again, one process start):
 libhdf5, the C library reading it, can crash on a malformed file, and then the error names the
 file and the signal, the status is 1, nothing is written and an existing OUTPUT is untouched.
+libhdf5 can also loop forever on a malformed file: one libhdf5 call that runs longer than its
+budget (60 s for metadata and attributes, plus 1 s per MiB for a bulk read; the base is set by
+DELTACELLS_HDF5_CALL_TIMEOUT in seconds, 0 = no limit) ends the same way, the error naming
+the HDF5 object. A long conversion is never stopped: the budget is per call.
 Progress is shown on stderr when stderr is a terminal, or with --progress (not with
 --quiet, which also drops the summary).
 
@@ -732,7 +736,9 @@ fn main() -> ExitCode {
     if let Some(plan) = isolate::plan(&Args::parse(raw.clone())) {
         return isolate::run_in_child(&plan);
     }
-    match run(raw) {
+    let result = run(raw);
+    isolate::print_call_stats();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("deltacells: error: {e}");
