@@ -72,7 +72,7 @@ struct State {
 }
 
 /// Most spare buffers kept.
-const MAX_SPARES: usize = 32;
+const MAX_SPARES: usize = 64;
 
 /// The buffer of an evicted or released entry, if it is a chunk nobody else holds.
 fn chunk_buffer(entry: Option<Entry>) -> Option<Vec<u8>> {
@@ -93,11 +93,18 @@ impl State {
         }
     }
 
-    /// A spare buffer for an entry of about `bytes` (not less than half, not more than
-    /// twice), taken out of the spares.
+    /// The smallest spare buffer that holds an entry of `bytes` without growing (and is
+    /// not more than twice as large), taken out of the spares. A buffer too small would be
+    /// reallocated, which copies it and faults in fresh pages: the spares are left to
+    /// chunks they fit.
     fn take_spare(&mut self, bytes: usize) -> Option<Vec<u8>> {
-        let fits = |b: &Vec<u8>| b.capacity() >= bytes / 2 && b.capacity() <= bytes * 2;
-        let i = self.spares.iter().position(fits)?;
+        let fits = |b: &Vec<u8>| b.capacity() >= bytes && b.capacity() <= bytes * 2;
+        let (i, _) = self
+            .spares
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| fits(b))
+            .min_by_key(|(_, b)| b.capacity())?;
         let buf = self.spares.swap_remove(i);
         self.spare_bytes -= buf.capacity();
         Some(buf)

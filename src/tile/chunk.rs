@@ -109,8 +109,19 @@ impl ChunkData {
             (exception_bytes(tile, e.vexc), exception_bytes(tile, e.gexc));
         buf.clear();
         let need = 4 * n + vexc_bytes + gexc_bytes;
+        if buf.capacity() < need {
+            // Growing a recycled buffer would copy its old contents (realloc does not know
+            // they are dead) and fault in fresh pages anyway: start a new one, with room
+            // for chunks a little larger than this one, so that it can be recycled for them.
+            buf = Vec::new();
+        }
+        let need_alloc = if buf.capacity() >= need {
+            need
+        } else {
+            need + need / 8
+        };
         // A corrupt header may claim far more than memory holds: an error, not an abort.
-        crate::memory::try_reserve_huge(&mut buf, need).map_err(|_| {
+        crate::memory::try_reserve_huge(&mut buf, need_alloc).map_err(|_| {
             Error::limit(format!(
                 "chunk {c}: cannot allocate {need} bytes to decompress it (out of memory)"
             ))
