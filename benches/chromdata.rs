@@ -409,9 +409,63 @@ fn vm_kb(key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Rows appended so far by `child_write` (u64::MAX once `finish` runs), for its memory trace.
+static TRACE_ROWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A running memory trace: its stop flag and its thread.
+type Trace = (
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+);
+
+/// glibc's allocator counters in kB: in use, free but kept, mmapped (zeros elsewhere).
+fn malloc_kb() -> [usize; 3] {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 only reads the allocator's counters (under its locks).
+        let mi = unsafe { libc::mallinfo2() };
+        [mi.uordblks / 1024, mi.fordblks / 1024, mi.hblkhd / 1024]
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    [0; 3]
+}
+
+/// With `CHROMDATA_BENCH_TRACE=FILE`, `child_write` samples its memory every 50 ms into FILE
+/// (CSV: seconds, rows appended or `finish`, VmRSS, and glibc's `mallinfo2` — bytes in use,
+/// free bytes kept in the arenas, mmapped bytes): where the peak RSS is, and how much of it
+/// is live allocations and how much the allocator keeps after frees.
+fn start_trace() -> Option<Trace> {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let path = std::env::var_os("CHROMDATA_BENCH_TRACE")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let h = std::thread::spawn(move || {
+        let t0 = Instant::now();
+        let mut out = String::from("secs,rows,rss_kb,in_use_kb,free_kept_kb,mmapped_kb\n");
+        while !s.load(Relaxed) {
+            let rows = TRACE_ROWS.load(Relaxed);
+            let [in_use, free_kept, mmapped] = malloc_kb();
+            let rows = if rows == u64::MAX {
+                "finish".to_string()
+            } else {
+                rows.to_string()
+            };
+            out.push_str(&format!(
+                "{:.3},{rows},{},{in_use},{free_kept},{mmapped}\n",
+                t0.elapsed().as_secs_f64(),
+                vm_kb("VmRSS:"),
+            ));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::fs::write(path, out).unwrap();
+    });
+    Some((stop, h))
+}
+
 /// `--child-write KIND INPUT BINS OUT BUDGET_BYTES`: streams the IPC batches into one
 /// writer; prints {"secs", "peak_rss_kb"}.
 fn child_write(v: &[String]) {
+    let trace = start_trace();
     let (kind, input, bins, out, budget) = (
         v[0].as_str(),
         Path::new(&v[1]),
@@ -469,13 +523,19 @@ fn child_write(v: &[String]) {
                 let b = b.unwrap();
                 n += b.num_rows();
                 w.append(b).unwrap();
+                TRACE_ROWS.store(n as u64, std::sync::atomic::Ordering::Relaxed);
             }
+            TRACE_ROWS.store(u64::MAX, std::sync::atomic::Ordering::Relaxed);
             w.finish().unwrap();
             spill = Some((w.runs_spilled(), w.merge_passes()));
             n
         }
     };
     let secs = t.elapsed().as_secs_f64();
+    if let Some((stop, h)) = trace {
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        h.join().unwrap();
+    }
     let (runs, passes) = spill.unwrap_or((0, 0));
     println!(
         "{}",

@@ -36,6 +36,12 @@ const BLOCK_ROWS: usize = 32768;
 /// 4 MiB took 1.0-1.9 s less user CPU at 10 M x 60 (and the output's pages follow the
 /// blocks, so the bytes depend on this size, not on batch splits or threads).
 const MERGE_BLOCK_BYTES: u64 = 8 << 20;
+/// Bytes an open Parquet column writer holds whatever its rows: mostly the dictionary
+/// encoder's hash table, made with room for 4,096 values (parquet 60's `Interner`: 8,192
+/// slots of 9 bytes). Uncounted, 90 of them (60 dictionary-encoded tracks and 5 coords
+/// partitions) took a 2.2 write under an 8 MiB budget to 16.5 MB allocated at once
+/// (tests/chromdata_writer_budget.rs counts the allocations).
+const COLUMN_WRITER_BYTES: u64 = 96 << 10;
 /// Smallest row-group target the writer lowers the default to when a row group of wide
 /// rows would not fit the memory budget.
 const MIN_AUTO_ROW_GROUP: u64 = 1024;
@@ -222,8 +228,18 @@ impl Sizes {
             c.dedup();
             c.len() as u64
         };
-        let sink_bytes = |t: u64, tc: u64| t * main_w + n_chroms * tc * key_w;
-        let share = inp.available / 2;
+        // Column writers open at once: every column of the main files (twice: a block that
+        // ends a row group opens the next group's writers before the finished ones are
+        // appended) and, for 2.2, the key columns of every coords partition.
+        let n_writers = 2 * (fv + n_values) as u64
+            + if layout == Layout::PrimaryCoords {
+                n_chroms * fv as u64
+            } else {
+                0
+            };
+        let fixed = n_writers * COLUMN_WRITER_BYTES;
+        let sink_bytes = |t: u64, tc: u64| fixed + t * main_w + n_chroms * tc * key_w;
+        let share = (inp.available / 2).saturating_sub(fixed);
         loop {
             let (a, b) = (t * main_w, n_chroms * tc * key_w);
             if a + b <= share {

@@ -829,6 +829,9 @@ impl ChromDataWriter {
         match runs::sort_into_run(batches, order, &ranks, out) {
             Ok(run) => {
                 self.runs.push(run);
+                // The buffer is freed: its pages go back rather than stay resident beside
+                // the next buffer's (see the function).
+                crate::memory::release_free_memory();
                 Ok(())
             }
             Err(e) => {
@@ -877,6 +880,9 @@ impl ChromDataWriter {
             };
             self.runs.push(run);
         }
+        // The buffer's pages, freed by this thread, would stay resident in its allocator
+        // arena while the merge allocates in the encoder's and workers' (see the function).
+        crate::memory::release_free_memory();
         let collected = self.collect()?;
         self.merge_passes = finish::write_store(collected)?;
         Ok(())
