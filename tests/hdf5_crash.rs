@@ -129,8 +129,11 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// Files with their bytes (relative path, content).
+type Snapshot = Vec<(PathBuf, Vec<u8>)>;
+
 /// Every file under `dir` with its bytes (relative path, content), sorted.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+fn snapshot(dir: &Path) -> Snapshot {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -148,6 +151,23 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     }
     out.sort();
     out
+}
+
+/// Converts the seed to `out` (a good, existing output) and returns its files, the names in
+/// `dir` and its inode, to check that a failed conversion leaves all three as they were.
+fn good_output(out: &Path, dir: &Path) -> (Snapshot, Vec<String>, u64) {
+    let seed = scrna("10x-v3-1107-cells-chr21.h5ad");
+    ok(&[
+        "convert",
+        seed.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    (snapshot(out), names(dir), ino(out))
+}
+
+fn ino(p: &Path) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap())
 }
 
 /// Runs the CLI in `dir` with core dumps allowed (the soft RLIMIT_CORE raised to the hard
@@ -201,16 +221,7 @@ fn a_libhdf5_crash_leaves_an_existing_output_untouched() {
         let input = dir.join(&format!("{name}.h5ad"));
         std::fs::write(&input, &bytes).unwrap();
         let out = dir.join("out.dc");
-        let seed = scrna("10x-v3-1107-cells-chr21.h5ad");
-        ok(&[
-            "convert",
-            seed.to_str().unwrap(),
-            out.to_str().unwrap(),
-            "--quiet",
-        ]);
-        let (files, before) = (snapshot(&out), names(&dir.0));
-        let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
-        let ino_before = ino(&out);
+        let (files, before, ino_before) = good_output(&out, &dir.0);
         for extra in [&["--overwrite"][..], &[][..]] {
             let mut args = vec!["convert", input.to_str().unwrap(), out.to_str().unwrap()];
             args.extend_from_slice(extra);
@@ -511,16 +522,7 @@ fn a_libhdf5_hang_is_ended_by_the_watchdog_and_leaves_nothing() {
         check(&o, &format!("{name}: new output"));
         assert_eq!(names(&dir.0), before, "{name}: what is left");
 
-        let seed = scrna("10x-v3-1107-cells-chr21.h5ad");
-        ok(&[
-            "convert",
-            seed.to_str().unwrap(),
-            out.to_str().unwrap(),
-            "--quiet",
-        ]);
-        let (files, before) = (snapshot(&out), names(&dir.0));
-        let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
-        let ino_before = ino(&out);
+        let (files, before, ino_before) = good_output(&out, &dir.0);
         for extra in [&["--overwrite"][..], &[][..]] {
             let o = convert(extra);
             let case = format!("{name} {extra:?}");
