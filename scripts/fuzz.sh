@@ -7,6 +7,12 @@
 #
 #   scripts/fuzz.sh SECONDS [TARGET...]  fuzz each target (default: all) for SECONDS, one
 #                                        after the other, on one core
+#   scripts/fuzz.sh --cpu SECONDS [TARGET...]
+#                                        the documented run: every target at once at nice 19,
+#                                        each until SECONDS of its own CPU time (user + system,
+#                                        /proc/PID/stat) or 10 M executions, whichever is first;
+#                                        wall time does not count, so builds and benchmarks
+#                                        beside it only delay it (SIGSTOP a fuzzer to pause it)
 #   scripts/fuzz.sh --replay [TARGET...] run every committed input once (fuzz/corpus and
 #                                        fuzz/regressions): no new inputs
 #   scripts/fuzz.sh --seed               rewrite fuzz/corpus from the tests' inputs
@@ -29,7 +35,8 @@ case "${1:-}" in
   --list) echo "$targets_all"; exit 0 ;;
   --replay) mode=replay; shift ;;
   --seed) mode=seed; shift ;;
-  ''|-h|--help) sed -n '2,22p' "$0"; exit 2 ;;
+  --cpu) mode=cpu; seconds=${2:?--cpu SECONDS}; shift 2 ;;
+  ''|-h|--help) sed -n '2,28p' "$0"; exit 2 ;;
   *) seconds=$1; shift ;;
 esac
 targets=${*:-$targets_all}
@@ -69,29 +76,78 @@ cargo build --quiet --release --manifest-path fuzz/Cargo.toml --target "$triple"
 bindir=target/fuzz/$triple/release
 
 failed=()
-for t in $targets; do
-  seeds=()
-  for d in fuzz/corpus/$t fuzz/regressions/$t; do [ -d "$d" ] && seeds+=("$d"); done
-  mkdir -p "$work/corpus/$t" "$work/artifacts/$t"
-  common=(-rss_limit_mb=2048 -timeout=60 -artifact_prefix="$work/artifacts/$t/"
-          -print_final_stats=1)
-  if [ "$mode" = replay ]; then
-    echo "== fuzz: replay $t (${#seeds[@]} input dirs)"
-    args=(-runs=0 "${common[@]}" ${DC_FUZZ_ARGS:-} "${seeds[@]}")
-  else
-    echo "== fuzz: $t for ${seconds}s"
-    args=(-max_total_time="$seconds" "${common[@]}" ${DC_FUZZ_ARGS:-} "$work/corpus/$t" "${seeds[@]}")
-  fi
-  log=$work/$t.log
-  if "$bindir/$t" "${args[@]}" >"$log" 2>&1; then
-    grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' "$log" |
-      sed "s/^/  $t /" || true
-  else
-    echo "FINDING in $t (log: $log):" >&2
-    grep -E 'panicked|ERROR|DC_ERR|deadly|Test unit written' "$log" | head -20 >&2 || tail -30 "$log" >&2
-    failed+=("$t")
-  fi
-done
+# Why a unit failed, from a libFuzzer log: the lines that name it.
+report_finding() {
+  echo "FINDING in $1 (log: $2):" >&2
+  grep -E 'panicked|ERROR|DC_ERR|deadly|Test unit written' "$2" | head -20 >&2 || tail -30 "$2" >&2
+  failed+=("$1")
+}
+print_stats() {
+  grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' "$2" |
+    sed "s/^/  $1 /" || true
+}
+seed_dirs() {
+  for d in fuzz/corpus/$1 fuzz/regressions/$1; do if [ -d "$d" ]; then echo "$d"; fi; done
+}
+common_args() {
+  echo -rss_limit_mb=2048 -artifact_prefix="$work/artifacts/$1/" -print_final_stats=1
+}
+
+if [ "$mode" = cpu ]; then
+  # Every target at once; each gets SIGINT at $seconds of CPU time (libFuzzer then prints its
+  # final statistics and exits with 72). libFuzzer's -timeout is wall time: 900 s, so that a
+  # unit slowed by the other fuzzers or paused is not taken for a hang.
+  ticks=$(getconf CLK_TCK)
+  declare -A pids=()
+  for t in $targets; do
+    mkdir -p "$work/corpus/$t" "$work/artifacts/$t"
+    # shellcheck disable=SC2046
+    nice -n 19 "$bindir/$t" -runs=10000000 -timeout=900 $(common_args "$t") ${DC_FUZZ_ARGS:-} \
+      "$work/corpus/$t" $(seed_dirs "$t") >"$work/$t.log" 2>&1 &
+    pids[$t]=$!
+    echo "== fuzz: $t (pid ${pids[$t]}) until ${seconds}s of CPU or 10 M executions"
+  done
+  running=${#pids[@]}
+  while [ "$running" -gt 0 ]; do
+    sleep 2
+    running=0
+    for t in "${!pids[@]}"; do
+      stat=$(cat "/proc/${pids[$t]}/stat" 2>/dev/null) || continue
+      # After "pid (comm) ": state, then utime and stime (fields 14 and 15) in clock ticks.
+      fields=$(echo "$stat" | sed 's/.*) //')
+      [ "$(echo "$fields" | awk '{print $1}')" = Z ] && continue
+      running=$((running + 1))
+      cpu=$(echo "$fields" | awk '{print $12 + $13}')
+      if [ "$cpu" -ge $((seconds * ticks)) ]; then kill -INT "${pids[$t]}" 2>/dev/null || true; fi
+    done
+  done
+  for t in "${!pids[@]}"; do
+    rc=0; wait "${pids[$t]}" || rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 72 ]; then report_finding "$t" "$work/$t.log"; continue; fi
+    echo "  $t: exit $rc (72: stopped at the CPU budget), $(ls "$work/corpus/$t" | wc -l) corpus files"
+    print_stats "$t" "$work/$t.log"
+  done
+else
+  for t in $targets; do
+    mapfile -t seeds < <(seed_dirs "$t")
+    mkdir -p "$work/corpus/$t" "$work/artifacts/$t"
+    # shellcheck disable=SC2207
+    common=($(common_args "$t") -timeout=60)
+    if [ "$mode" = replay ]; then
+      echo "== fuzz: replay $t (${#seeds[@]} input dirs)"
+      args=(-runs=0 "${common[@]}" ${DC_FUZZ_ARGS:-} "${seeds[@]}")
+    else
+      echo "== fuzz: $t for ${seconds}s"
+      args=(-max_total_time="$seconds" "${common[@]}" ${DC_FUZZ_ARGS:-} "$work/corpus/$t" "${seeds[@]}")
+    fi
+    log=$work/$t.log
+    if "$bindir/$t" "${args[@]}" >"$log" 2>&1; then
+      print_stats "$t" "$log"
+    else
+      report_finding "$t" "$log"
+    fi
+  done
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: findings in ${failed[*]}" >&2
   exit 1
