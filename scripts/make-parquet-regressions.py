@@ -24,6 +24,15 @@ deterministically (a page header field, or the first byte of a page's values):
   width, and its read_num_bytes calls on the Arrow path are bounds-checked.
 * values-count-spots: a data page declares 3 values more than it holds (60.1: too few levels).
 
+And, for the obs shards of a dataset (fuzz/regressions/dataset_obs_shard/, from the seed
+fuzz/corpus/dataset_obs_shard/base; the target's input is the shard itself):
+
+* footer-with-billions-of-booleans: the footer ends with two unknown fields (id 100), each a
+  list announcing 2^31 - 1 booleans and holding none; `created_by` is shortened by their
+  bytes, so the file keeps the size the manifest gives. parquet 60.1 skips unknown fields
+  with booleans taken as 0 bytes (`skip_till_depth`): 2^31 iterations per field, without a
+  read, before it fails (the fuzzer's find was a 2,275-byte shard taking minutes to open).
+
     python3 scripts/make-parquet-regressions.py          # (re)writes the inputs
     python3 scripts/make-parquet-regressions.py --list   # what each input mutates
 
@@ -269,10 +278,33 @@ CASES = [
 ]
 
 
+def billions_of_booleans(data, fields=2):
+    n = int.from_bytes(data[-8:-4], "little")
+    footer = data[-8 - n:-8]
+    top, end = struct(footer, 0)
+    assert end == len(footer)
+    _, s, e, _ = top[6]  # created_by
+    length, p = varint(footer, s)
+    unknown = bytes([0x09]) + enc_varint(zigzag(100)) + bytes([0xF1]) + enc_varint(2**31 - 1)
+    cut = len(unknown) * fields
+    assert length >= cut and len(enc_varint(length - cut)) == p - s
+    new = (footer[:s] + enc_varint(length - cut) + footer[p:p + length - cut] + footer[e:end - 1]
+           + unknown * fields + b"\x00")
+    assert len(new) == len(footer)
+    return data[:-8 - n] + new + data[-8:]
+
+
+DATASET_CASES = [
+    ("dataset_obs_shard", "footer-with-billions-of-booleans", "base", billions_of_booleans),
+]
+
+
 def main():
     if "--list" in sys.argv:
         for name, seed, fn, args in CASES:
             print(f"{name}: {seed[2:]} of base store {seed[0]}, {fn.__name__}{args}")
+        for target, name, seed, fn in DATASET_CASES:
+            print(f"{target}/{name}: {fn.__name__} of the seed {seed}")
         return
     os.makedirs(OUT, exist_ok=True)
     for name, seed, fn, args in CASES:
@@ -283,6 +315,15 @@ def main():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(prefix + mutated)
         print(f"{name}: {len(prefix) + len(mutated)} bytes")
+    for target, name, seed, fn in DATASET_CASES:
+        raw = open(os.path.join(ROOT, "fuzz", "corpus", target, seed), "rb").read()
+        mutated = fn(raw)
+        assert mutated != raw and len(mutated) == len(raw)
+        out = os.path.join(ROOT, "fuzz", "regressions", target)
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(mutated)
+        print(f"{target}/{name}: {len(mutated)} bytes")
 
 
 if __name__ == "__main__":

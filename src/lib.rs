@@ -20,6 +20,8 @@ pub mod fork;
 /// cbindgen:ignore
 pub(crate) mod memory;
 /// cbindgen:ignore
+pub(crate) mod parquet_meta;
+/// cbindgen:ignore
 pub mod pool;
 /// cbindgen:ignore
 pub mod progress;

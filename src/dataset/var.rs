@@ -9,13 +9,15 @@ use std::path::Path;
 
 use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
 use arrow_schema::{ArrowError, Field, SchemaRef};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::parquet_meta::arrow_metadata;
+use crate::parquet_meta::chunks::CheckedChunks;
 use crate::storage::Root;
 
 /// Checks a gene table given in input order.
@@ -124,32 +126,33 @@ pub(crate) fn read_table(
     }
 }
 
-fn read_parquet_table<T: parquet::file::reader::ChunkReader + 'static>(
+/// `var.parquet` from `source`: its footer walked and decoded, its rows and names checked,
+/// then its column chunks fetched and their page headers walked (crate::parquet_meta)
+/// before the stream decodes them.
+fn read_parquet_table<T: parquet::file::reader::ChunkReader>(
     source: T,
     n_genes: u64,
     what: &str,
 ) -> Result<Box<dyn RecordBatchReader + Send>> {
-    let builder = crate::contain::decoding(what, || {
-        ParquetRecordBatchReaderBuilder::try_new(source)
-            .map_err(|e| Error::format(format!("{what}: not a readable parquet file ({e})")))
-    })?;
-    let rows = builder.metadata().file_metadata().num_rows();
+    let meta = arrow_metadata(&source, what, ArrowReaderOptions::new())?;
+    let rows = meta.metadata().file_metadata().num_rows();
     if rows < 0 || rows as u64 != n_genes {
         return Err(Error::format(format!(
             "{what}: {rows} rows, must be n_genes = {n_genes} (one per output column)"
         )));
     }
-    // The parquet reader's batches carry no schema metadata; the builder's schema does
+    // The parquet reader's batches carry no schema metadata; the footer's schema does
     // (the "pandas" entry among others).
-    let schema = builder.schema().clone();
+    let schema = meta.schema().clone();
     if let Some(name) = name_with_nul(schema.fields()) {
         return Err(Error::format(format!(
             "{what}: column name {name:?} contains a NUL byte, which the Arrow C Data \
              Interface cannot carry (its names are C strings)"
         )));
     }
+    let chunks = CheckedChunks::fetch(&source, meta.metadata(), &ProjectionMask::all(), what)?;
     let inner = crate::contain::decoding(what, || {
-        builder
+        ParquetRecordBatchReaderBuilder::new_with_metadata(chunks, meta)
             .with_batch_size(1 << 16)
             .build()
             .map_err(|e| Error::format(format!("{what}: {e}")))

@@ -2,7 +2,6 @@
 //! members, read in place), its Parquet files (footers, row groups on demand) and its Zarr
 //! arrays. Used by `read`; knows nothing of queries.
 
-mod footer;
 pub(crate) mod pages;
 pub(crate) mod parquet;
 pub(crate) mod store;

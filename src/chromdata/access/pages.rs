@@ -22,47 +22,9 @@ use parquet::column::page::{Page, PageIterator, PageMetadata, PageReader};
 use parquet::errors::{ParquetError, Result as PqResult};
 use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
 use parquet::file::properties::ReaderProperties;
-use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::serialized_reader::SerializedPageReader;
 
-/// Bytes of the file from `start` on (one or more adjacent column chunks), addressed by
-/// file offsets as the page reader asks for them.
-#[derive(Clone)]
-struct ChunkBytes {
-    start: u64,
-    data: Bytes,
-}
-
-impl ChunkBytes {
-    fn range(&self, start: u64, len: usize) -> PqResult<std::ops::Range<usize>> {
-        let s = start.checked_sub(self.start).map(|s| s as usize);
-        match s {
-            Some(s) if s.checked_add(len).is_some_and(|e| e <= self.data.len()) => Ok(s..s + len),
-            _ => Err(ParquetError::EOF(format!(
-                "page at file offset {start} ({len} bytes) lies outside its column chunk"
-            ))),
-        }
-    }
-}
-
-impl Length for ChunkBytes {
-    fn len(&self) -> u64 {
-        self.start + self.data.len() as u64
-    }
-}
-
-impl ChunkReader for ChunkBytes {
-    type T = bytes::buf::Reader<Bytes>;
-
-    fn get_read(&self, start: u64) -> PqResult<Self::T> {
-        let r = self.range(start, 0)?;
-        Ok(bytes::Buf::reader(self.data.slice(r.start..)))
-    }
-
-    fn get_bytes(&self, start: u64, length: usize) -> PqResult<Bytes> {
-        Ok(self.data.slice(self.range(start, length)?))
-    }
-}
+use crate::parquet_meta::chunks::{check_page_headers, chunk_range, ChunkBytes};
 
 thread_local! {
     /// One zstd decompression context per thread, created on first use.
@@ -305,7 +267,7 @@ pub(crate) struct GroupChunks<'a> {
 impl<'a> GroupChunks<'a> {
     /// Fetches the chunks of `leaves` (leaf column indices) of row group `group`, with one
     /// `read(start, buffer, len)` (fills `buffer` with `len` bytes at `start`) per run of
-    /// adjacent chunks.
+    /// adjacent chunks, and walks their page headers.
     pub(crate) fn fetch(
         meta: &'a ParquetMetaData,
         group: usize,
@@ -339,6 +301,11 @@ impl<'a> GroupChunks<'a> {
             let data = Bytes::from_owner(Pooled(buf));
             for &(s, e, leaf) in &ranges[i..j] {
                 let part = data.slice((s - start) as usize..(e - start) as usize);
+                // Every page header the decoder will parse, walked first (crate::parquet_meta).
+                check_page_headers(&part).map_err(|e| {
+                    let column = rg.column(leaf).column_path().string();
+                    ParquetError::General(format!("column \"{column}\": {e}"))
+                })?;
                 chunks.insert(
                     leaf,
                     ChunkBytes {
@@ -356,19 +323,6 @@ impl<'a> GroupChunks<'a> {
             props: Arc::new(ReaderProperties::builder().build()),
         })
     }
-}
-
-/// File byte range of a column chunk (the crate's `byte_range` panics on negative values,
-/// which a damaged footer can hold).
-fn chunk_range(c: &parquet::file::metadata::ColumnChunkMetaData) -> PqResult<(u64, u64)> {
-    let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset());
-    let len = c.compressed_size();
-    if start < 0 || len < 0 {
-        return Err(ParquetError::General(format!(
-            "column chunk with negative offset {start} or size {len}"
-        )));
-    }
-    Ok((start as u64, len as u64))
 }
 
 impl RowGroups for GroupChunks<'_> {

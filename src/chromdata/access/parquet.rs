@@ -16,12 +16,12 @@ use parquet::file::metadata::{
     ParquetMetaData, ParquetMetaDataOptions, ParquetMetaDataReader, ParquetStatisticsPolicy,
 };
 
-use super::footer::{head_without_groups, FooterMap};
 use super::pages::GroupChunks;
 use super::store::{FileSlice, Store};
 use crate::chromdata::values::normalise;
 use crate::contain;
 use crate::error::{Error, Result};
+use crate::parquet_meta::footer::{head_without_groups, FooterMap};
 
 /// Decoded row groups kept per file (sequential iteration decodes each group once).
 pub(crate) const CACHE_PER_FILE: usize = 2;
@@ -194,7 +194,7 @@ impl ParquetFile {
     /// being read and walked by [`ParquetFile::walk_now`] (open runs it on the pool beside
     /// the index) or at the latest by [`ParquetFile::expect_group_rows`] — still within open
     /// (§14). The column chunks of a row group are decoded when it is first read
-    /// ([`footer`](super::footer)).
+    /// ([`footer`](crate::parquet_meta::footer)).
     /// Missing → NotFound; no valid footer (e.g. a truncated file) → Format.
     pub(crate) fn open(store: &Store, path: &str, reads: Arc<AtomicU64>) -> Result<ParquetFile> {
         // At a URL the footer's likely bytes come with the slice (one request, not two).
@@ -209,7 +209,12 @@ impl ParquetFile {
                 let map = FooterMap::scan(&bytes).map_err(|e| invalid_footer(&full, &e.message))?;
                 (map.without_groups(&bytes), Some(bytes))
             }
-            Footer::Head { head, start } => (head_without_groups(&head, start), None),
+            Footer::Head { head, start } => {
+                // Walked before the crate decodes it, like every footer (crate::parquet_meta).
+                let bytes = head_without_groups(&head, start);
+                FooterMap::scan(&bytes).map_err(|e| invalid_footer(&full, &e.message))?;
+                (bytes, None)
+            }
         };
         // The parquet crate's decoders run contained (docs/reliability.md §1).
         let file_level = contain::decoding(&full, || {

@@ -23,6 +23,8 @@ use sha2::{Digest, Sha256};
 use crate::dataset::manifest::Manifest;
 use crate::dataset::paths;
 use crate::error::{Error, ErrorKind, Result};
+use crate::parquet_meta::arrow_metadata;
+use crate::parquet_meta::chunks::CheckedChunks;
 use crate::storage::{fs, Root};
 
 use super::schema::{fingerprint, hex, shard_relpath, url_quote, ObsSchema, SCHEMA_RELPATH};
@@ -42,17 +44,19 @@ enum Shard {
     Remote(crate::storage::remote::ranged::RangedObject),
 }
 
-/// Columns `idx` (top-level) of every row group of a shard, decoded.
-fn decode_columns<T: parquet::file::reader::ChunkReader + 'static>(
-    reader: T,
+/// Columns `idx` (top-level) of every row group of a shard, decoded: their column chunks
+/// are fetched from `source` and their page headers walked first (crate::parquet_meta).
+fn decode_columns<T: parquet::file::reader::ChunkReader>(
+    source: &T,
     meta: ArrowReaderMetadata,
     idx: &[usize],
     what: &str,
 ) -> Result<Vec<RecordBatch>> {
     let mask = ProjectionMask::roots(meta.parquet_schema(), idx.iter().copied());
+    let chunks = CheckedChunks::fetch(source, meta.metadata(), &mask, what)?;
     // The parquet crate decodes stored bytes: contained (docs/reliability.md §1).
     crate::contain::decoding(what, || {
-        ParquetRecordBatchReaderBuilder::new_with_metadata(reader, meta)
+        ParquetRecordBatchReaderBuilder::new_with_metadata(chunks, meta)
             .with_projection(mask)
             .with_batch_size(1 << 16)
             .build()
@@ -200,10 +204,7 @@ impl ObsMeta {
             object
                 .prefetch_tail(crate::storage::remote::ranged::FOOTER_GUESS)
                 .map_err(missing)?;
-            let meta = crate::contain::decoding(&what, || {
-                ArrowReaderMetadata::load(&object, ArrowReaderOptions::new())
-                    .map_err(|e| arrow_err(&what, format!("not a readable parquet file ({e})")))
-            })?;
+            let meta = arrow_metadata(&object, &what, ArrowReaderOptions::new())?;
             self.check_shard(s, &what, &meta)?;
             return Ok((Shard::Remote(object), meta));
         }
@@ -218,10 +219,7 @@ impl ObsMeta {
                 self.shard_bytes[s]
             )));
         }
-        let meta = crate::contain::decoding(&what, || {
-            ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
-                .map_err(|e| arrow_err(&what, format!("not a readable parquet file ({e})")))
-        })?;
+        let meta = arrow_metadata(&file, &what, ArrowReaderOptions::new())?;
         self.check_shard(s, &what, &meta)?;
         Ok((Shard::File(file), meta))
     }
@@ -282,7 +280,7 @@ impl ObsMeta {
             counters.shard_reads.fetch_add(1, Ordering::Relaxed);
             let what = format!("obs shard {s} ({})", self.shard_path(s).display());
             let batches = match shard {
-                Shard::File(file) => decode_columns(file, meta, idx, &what)?,
+                Shard::File(file) => decode_columns(&file, meta, idx, &what)?,
                 #[cfg(feature = "remote")]
                 Shard::Remote(object) => {
                     // The needed column chunks of every row group, coalesced and concurrent.
@@ -293,7 +291,7 @@ impl ObsMeta {
                         idx,
                     );
                     object.prefetch(ranges)?;
-                    decode_columns(object, meta, idx, &what)?
+                    decode_columns(&object, meta, idx, &what)?
                 }
             };
             // The projection keeps the file's column order; map back to the request's.

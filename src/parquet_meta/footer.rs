@@ -1,4 +1,12 @@
-//! Parquet footers read in two steps. Open walks the whole footer (Thrift compact protocol)
+//! Parquet footers and page headers walked (Thrift compact protocol) without decoding them.
+//!
+//! Every footer and page header the parquet crate decodes for us is walked here first: the
+//! walk checks every size against the bytes left, and the crate's own Thrift skipping does
+//! not (parquet 60.1's `skip_till_depth` takes boolean elements of a list, set or map as
+//! 0 bytes, so an unknown field announcing 2^31 booleans loops 2^31 times without reading:
+//! a 2 KB file took minutes to refuse). See docs/reliability.md §1.
+//!
+//! ChromData footers are also read in two steps. Open walks the whole footer (Thrift compact protocol)
 //! without decoding it, finding each row group's bytes and row count; the parquet crate then
 //! decodes only the file-level part (schema, num_rows, key-value metadata) at open and one
 //! row group's column chunks when that group is first read.
@@ -23,6 +31,8 @@ const T_LIST: u8 = 9;
 const T_SET: u8 = 10;
 const T_MAP: u8 = 11;
 const T_STRUCT: u8 = 12;
+/// A 16-byte UUID (a newer addition to the compact protocol, skipped as the crate does).
+const T_UUID: u8 = 13;
 
 /// Nesting deeper than this is refused (a Parquet footer nests about 6 levels).
 const MAX_DEPTH: u32 = 64;
@@ -51,7 +61,8 @@ impl FooterMap {
     /// missing `row_groups` or a row group without `num_rows` / `columns`) is an error.
     pub(crate) fn scan(buf: &[u8]) -> Result<FooterMap> {
         let mut w = Walker { buf, pos: 0 };
-        w.file_metadata().map_err(|Fail(what)| w.bad(what))
+        w.file_metadata()
+            .map_err(|Fail(what)| w.bad("Parquet footer", what))
     }
 
     /// Finds, walking only the fields before it, where `row_groups` (field 4) starts in
@@ -96,6 +107,15 @@ impl FooterMap {
     }
 }
 
+/// Walks the `PageHeader` at the start of `buf` (every field, every nested value): its
+/// length in bytes and its `compressed_page_size` (the page's bytes after the header).
+/// Structural damage, a missing or negative size is an error.
+pub(crate) fn page_header(buf: &[u8]) -> Result<(usize, usize)> {
+    let mut w = Walker { buf, pos: 0 };
+    w.page_header()
+        .map_err(|Fail(what)| w.bad("Parquet page header", what))
+}
+
 /// The head of a footer up to `row_groups` ([`FooterMap::row_groups_start`] = `start`)
 /// with an empty row-group list and the end of `FileMetaData`: decodes to the file-level
 /// metadata only.
@@ -121,9 +141,10 @@ struct Walker<'a> {
 }
 
 impl Walker<'_> {
-    fn bad(&self, what: &str) -> Error {
+    /// The error of a walk of `structure` that stopped at the current byte.
+    fn bad(&self, structure: &str, what: &str) -> Error {
         Error::format(format!(
-            "invalid Parquet footer at byte {} of {}: {what}",
+            "invalid {structure} at byte {} of {}: {what}",
             self.pos,
             self.buf.len()
         ))
@@ -301,6 +322,7 @@ impl Walker<'_> {
                 })
             }
             T_STRUCT => self.skip_struct(depth),
+            T_UUID => self.advance(16),
             _ => Err(Fail("unknown type code")),
         }
     }
@@ -334,6 +356,24 @@ impl Walker<'_> {
                 n_columns,
             }),
             _ => Err(Fail("a row group without num_rows or columns")),
+        }
+    }
+
+    /// A `PageHeader`: (its length, field 3 `compressed_page_size`), every other field skipped.
+    fn page_header(&mut self) -> Walk<(usize, usize)> {
+        let mut size = None;
+        let mut last = 0i16;
+        while let Some((id, ty)) = self.field_header(last)? {
+            match (id, ty) {
+                (3, T_I32) => size = Some(self.zigzag()?),
+                _ => self.skip_field(ty, 1)?,
+            }
+            last = id;
+        }
+        match size {
+            Some(n) if (0..=i32::MAX as i64).contains(&n) => Ok((self.pos, n as usize)),
+            Some(_) => Err(Fail("compressed_page_size out of range")),
+            None => Err(Fail("no compressed_page_size")),
         }
     }
 
