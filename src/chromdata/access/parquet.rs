@@ -148,10 +148,15 @@ fn read_footer(slice: &FileSlice) -> Result<std::result::Result<(FooterAt, Foote
     Ok(Ok((at, Footer::Whole(footer))))
 }
 
-/// Walks a whole footer ([`FooterMap::scan`]) and checks each row group has a column chunk
-/// for each of the schema's `leaves` columns.
+/// Walks a whole footer ([`FooterMap::scan`]) and checks it ([`checked_walk`]).
 fn walk_footer(path: &str, footer: Vec<u8>, leaves: usize) -> Result<Walked> {
     let map = FooterMap::scan(&footer).map_err(|e| invalid_footer(path, &e.message))?;
+    checked_walk(path, footer, map, leaves)
+}
+
+/// A walked footer, once each row group is checked to have a column chunk for each of the
+/// schema's `leaves` columns.
+fn checked_walk(path: &str, footer: Vec<u8>, map: FooterMap, leaves: usize) -> Result<Walked> {
     if let Some(g) = map.groups.iter().position(|g| g.n_columns != leaves) {
         return Err(invalid_footer(
             path,
@@ -207,7 +212,7 @@ impl ParquetFile {
         let (file_level_bytes, whole) = match footer {
             Footer::Whole(bytes) => {
                 let map = FooterMap::scan(&bytes).map_err(|e| invalid_footer(&full, &e.message))?;
-                (map.without_groups(&bytes), Some(bytes))
+                (map.without_groups(&bytes), Some((bytes, map)))
             }
             Footer::Head { head, start } => {
                 // Walked before the crate decodes it, like every footer (crate::parquet_meta).
@@ -223,8 +228,8 @@ impl ParquetFile {
         })?;
         let leaves = file_level.file_metadata().schema_descr().num_columns();
         let walk = OnceLock::new();
-        if let Some(bytes) = whole {
-            let _ = walk.set(Ok(walk_footer(&full, bytes, leaves)?));
+        if let Some((bytes, map)) = whole {
+            let _ = walk.set(Ok(checked_walk(&full, bytes, map, leaves)?));
         }
         // Readers must use the Parquet logical types, not the stored Arrow schema (§6.2).
         let opts = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
