@@ -28,32 +28,40 @@ pub(crate) fn arrow_metadata<R: ChunkReader>(
         Error::format(format!("{what}: not a readable parquet file ({e})"))
     };
     let len = source.len();
-    if len < 12 {
-        return Err(unreadable(&format_args!(
-            "{len} bytes, too short for a Parquet file"
-        )));
-    }
-    let tail = source.get_bytes(len - 8, 8).map_err(|e| unreadable(&e))?;
-    if tail.len() != 8 || &tail[4..] != b"PAR1" {
-        return Err(unreadable(
-            &"the file does not end with PAR1 (encrypted footers are not supported)",
-        ));
-    }
-    let meta_len = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as u64;
-    if meta_len + 12 > len {
-        return Err(unreadable(&format_args!(
-            "footer of {meta_len} bytes in a file of {len} bytes"
-        )));
-    }
-    let footer = source
-        .get_bytes(len - 8 - meta_len, meta_len as usize)
-        .map_err(|e| unreadable(&e))?;
+    let last8 = if len >= 12 {
+        source.get_bytes(len - 8, 8).map_err(|e| unreadable(&e))?
+    } else {
+        bytes::Bytes::new()
+    };
+    let (at, meta_len) = footer_at(len, &last8).map_err(|e| unreadable(&e))?;
+    let footer = source.get_bytes(at, meta_len).map_err(|e| unreadable(&e))?;
     FooterMap::scan(&footer).map_err(|e| unreadable(&e.message))?;
     crate::contain::decoding(what, || {
         let meta = ParquetMetaDataReader::decode_metadata_with_options(&footer, None)
             .map_err(|e| unreadable(&e))?;
         ArrowReaderMetadata::try_new(Arc::new(meta), options).map_err(|e| unreadable(&e))
     })
+}
+
+/// Where the footer of a Parquet file of `len` bytes lies, `(offset, length)`, from the
+/// file's last 8 bytes `last8` (footer length, `PAR1`); the error names the rule broken
+/// (too short, no plaintext `PAR1` trailer, a footer longer than the file).
+pub(crate) fn footer_at(len: u64, last8: &[u8]) -> std::result::Result<(u64, usize), String> {
+    if len < 12 {
+        return Err(format!("{len} bytes, too short for a Parquet file"));
+    }
+    let n = last8.len();
+    if n < 8 || &last8[n - 4..] != b"PAR1" {
+        return Err("the file does not end with PAR1 (encrypted footers are not supported)".into());
+    }
+    let meta_len = u32::from_le_bytes([last8[n - 8], last8[n - 7], last8[n - 6], last8[n - 5]]);
+    let meta_len = u64::from(meta_len);
+    if meta_len + 12 > len {
+        return Err(format!(
+            "footer of {meta_len} bytes in a file of {len} bytes"
+        ));
+    }
+    Ok((len - 8 - meta_len, meta_len as usize))
 }
 
 #[cfg(test)]
@@ -96,6 +104,39 @@ mod tests {
     /// The thrift header of an unknown field (id 100) that is a list announcing 2^31 - 1
     /// booleans and holding none.
     const BILLIONS_OF_BOOLEANS: [u8; 9] = [0x09, 0xC8, 0x01, 0xF1, 0xFF, 0xFF, 0xFF, 0xFF, 0x07];
+
+    #[test]
+    fn the_trailer_locates_the_footer_or_names_the_rule_broken() {
+        let (file, _) = file();
+        let len = file.len() as u64;
+        let (at, n) = footer_at(len, &file[file.len() - 8..]).unwrap();
+        assert_eq!(at + n as u64 + 8, len);
+        assert!(at > 4 && n > 0);
+        // Only the last 8 bytes count, however many are given.
+        assert_eq!(footer_at(len, &file[file.len() - 100..]), Ok((at, n)));
+        assert!(footer_at(11, b"")
+            .unwrap_err()
+            .contains("11 bytes, too short"));
+        let mut bad = file[file.len() - 8..].to_vec();
+        bad[7] = b'E';
+        assert!(footer_at(len, &bad)
+            .unwrap_err()
+            .contains("does not end with PAR1"));
+        let longer = (len as u32 - 11).to_le_bytes();
+        bad = [&longer[..], b"PAR1"].concat();
+        let e = footer_at(len, &bad).unwrap_err();
+        assert!(
+            e.contains(&format!("footer of {} bytes in a file of {len}", len - 11)),
+            "{e}"
+        );
+        assert_eq!(
+            footer_at(
+                len,
+                &[&(len as u32 - 12).to_le_bytes()[..], b"PAR1"].concat()
+            ),
+            Ok((4, len as usize - 12))
+        );
+    }
 
     #[test]
     fn a_valid_file_reads_through_the_checks() {

@@ -22,6 +22,7 @@ use crate::chromdata::values::normalise;
 use crate::contain;
 use crate::error::{Error, Result};
 use crate::parquet_meta::footer::{head_without_groups, FooterMap};
+use crate::parquet_meta::footer_at;
 
 /// Decoded row groups kept per file (sequential iteration decodes each group once).
 pub(crate) const CACHE_PER_FILE: usize = 2;
@@ -104,29 +105,23 @@ enum Footer {
 /// (I/O, a request); inner: no valid footer.
 fn read_footer(slice: &FileSlice) -> Result<std::result::Result<(FooterAt, Footer), String>> {
     let len = slice.len();
-    if len < 12 {
-        return Ok(Err(format!("{len} bytes, too short for a Parquet file")));
-    }
     let guess = if slice.is_local() {
         TAIL_GUESS
     } else {
         TAIL_GUESS_REMOTE
     };
     let tail_len = len.min(guess);
-    let mut tail = slice.read_at(len - tail_len, tail_len as usize)?;
+    let mut tail = if len >= 12 {
+        slice.read_at(len - tail_len, tail_len as usize)?
+    } else {
+        Vec::new()
+    };
     let n = tail.len();
-    if &tail[n - 4..] != b"PAR1" {
-        return Ok(Err(
-            "the file does not end with PAR1 (encrypted footers are not supported)".into(),
-        ));
-    }
-    let meta_len = u32::from_le_bytes([tail[n - 8], tail[n - 7], tail[n - 6], tail[n - 5]]) as u64;
-    if meta_len + 12 > len {
-        return Ok(Err(format!(
-            "footer of {meta_len} bytes in a file of {len} bytes"
-        )));
-    }
-    let at = (len - 8 - meta_len, meta_len as usize);
+    let at = match footer_at(len, &tail) {
+        Ok(at) => at,
+        Err(e) => return Ok(Err(e)),
+    };
+    let meta_len = at.1 as u64;
     tail.truncate(n - 8);
     if meta_len + 8 <= tail_len {
         let start = (tail_len - 8 - meta_len) as usize;
