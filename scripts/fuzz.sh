@@ -101,10 +101,20 @@ if [ "$mode" = cpu ]; then
   declare -A pids=()
   for t in $targets; do
     mkdir -p "$work/corpus/$t" "$work/artifacts/$t"
-    # shellcheck disable=SC2046
-    nice -n 19 "$bindir/$t" -runs=10000000 -timeout=900 $(common_args "$t") ${DC_FUZZ_ARGS:-} \
-      "$work/corpus/$t" $(seed_dirs "$t") >"$work/$t.log" 2>&1 &
-    pids[$t]=$!
+    # A subshell starts the fuzzer, hands its pid out and keeps its exit status in a file:
+    # the main loop's `wait` could not get it (after an hour of the loop's command
+    # substitutions bash had forgotten an early-finished fuzzer: "not a child of this shell").
+    rm -f "$work/$t.rc" "$work/$t.pid"
+    (
+      # shellcheck disable=SC2046
+      nice -n 19 "$bindir/$t" -runs=10000000 -timeout=900 $(common_args "$t") ${DC_FUZZ_ARGS:-} \
+        "$work/corpus/$t" $(seed_dirs "$t") >"$work/$t.log" 2>&1 &
+      echo $! >"$work/$t.pid"
+      rc=0; wait $! || rc=$?
+      echo "$rc" >"$work/$t.rc"
+    ) &
+    while [ ! -s "$work/$t.pid" ]; do sleep 0.1; done
+    pids[$t]=$(cat "$work/$t.pid")
     echo "== fuzz: $t (pid ${pids[$t]}) until ${seconds}s of CPU or 10 M executions"
   done
   running=${#pids[@]}
@@ -122,7 +132,8 @@ if [ "$mode" = cpu ]; then
     done
   done
   for t in "${!pids[@]}"; do
-    rc=0; wait "${pids[$t]}" || rc=$?
+    while [ ! -s "$work/$t.rc" ]; do sleep 0.1; done
+    rc=$(cat "$work/$t.rc")
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 72 ]; then report_finding "$t" "$work/$t.log"; continue; fi
     echo "  $t: exit $rc (72: stopped at the CPU budget), $(ls "$work/corpus/$t" | wc -l) corpus files"
     print_stats "$t" "$work/$t.log"
