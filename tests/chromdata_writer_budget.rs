@@ -7,7 +7,7 @@
 //! One test function in this file, so no other test's allocations run beside it.
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -16,7 +16,9 @@ use arrow_array::{
     ArrayRef, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
     StringArray,
 };
+use arrow_select::concat::concat_batches;
 use deltacells::chromdata::{ChromDataWriter, Layout, WriterOptions};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 /// The system allocator, counting live bytes and their peak.
 struct Counting;
@@ -169,12 +171,73 @@ fn write_peak(
     (PEAK.load(Relaxed) - before, runs)
 }
 
+/// Every Parquet file under `dir`, by path relative to it.
+fn parquet_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A Parquet file's rows in one batch, and whether any of its column chunks has a
+/// dictionary page.
+fn parquet_rows(path: &Path) -> (RecordBatch, bool) {
+    let f = std::fs::File::open(path).unwrap();
+    let b = ParquetRecordBatchReaderBuilder::try_new(f).unwrap();
+    let dict = b
+        .metadata()
+        .row_groups()
+        .iter()
+        .flat_map(|g| g.columns())
+        .any(|c| c.dictionary_page_offset().is_some());
+    let schema = b.schema().clone();
+    let batches: Vec<RecordBatch> = b.build().unwrap().map(|r| r.unwrap()).collect();
+    (concat_batches(&schema, &batches).unwrap(), dict)
+}
+
+/// The files of a store written under a small budget hold the same rows as under a large
+/// one; under the large one some columns of the spot files are dictionary-encoded, under
+/// the small one none is (the column writers' dictionaries would not fit).
+fn same_rows_without_dictionaries(small: &Path, large: &Path, what: &str) {
+    let files = parquet_files(large);
+    assert_eq!(parquet_files(small), files, "{what}: the same files");
+    let mut large_dict = false;
+    for rel in &files {
+        let (a, a_dict) = parquet_rows(&small.join(rel));
+        let (b, b_dict) = parquet_rows(&large.join(rel));
+        assert!(a == b, "{what}: {} holds other rows", rel.display());
+        // The spot-aligned files (the small tables are written whole, outside the plan).
+        let spot_file = rel.components().nth(1).is_some_and(|c| {
+            let c = c.as_os_str().to_string_lossy();
+            ["spots", "spot_tracks", "primary", "coords"]
+                .iter()
+                .any(|f| *c == **f || c.strip_suffix(".parquet") == Some(f))
+        });
+        if spot_file {
+            assert!(!a_dict, "{what}: {} is dictionary-encoded", rel.display());
+            large_dict |= b_dict;
+        }
+    }
+    assert!(large_dict, "{what}: no dictionary under the large budget");
+}
+
 #[test]
 fn allocations_stay_within_the_memory_budget() {
     let d = tmpdir();
     // ~44 MB of spots in 1,024-row batches (~290 KB each in the writer's form): a 48 MiB
-    // budget spills it in 3 runs. (A 2.2 store of 60 dictionary-encoded tracks needs that
-    // much: its ~170 open column writers alone hold ~16 MB.)
+    // budget spills it in 3 runs, 12 MiB in 10. (A store of 60 dictionary-encoded tracks
+    // needs 48 MiB: its ~160 open column writers' dictionaries alone hold ~16 MB; under
+    // 12 MiB the writer encodes no column with a dictionary.)
     let input = batches(150, 1024, 60);
     // Warm the library's pools, so that their threads' setup is not counted in one case
     // and not another.
@@ -183,12 +246,11 @@ fn allocations_stay_within_the_memory_budget() {
         &input[..2],
         WriterOptions::default(),
     );
-    let mut n = 0;
-    for budget in [48u64 << 20] {
-        for layout in [Layout::PrimaryCoords, Layout::Flat, Layout::Partitioned] {
-            for threads in [1, 2] {
-                let path = d.join(format!("s{n}.chromdata.zarr"));
-                n += 1;
+    for layout in [Layout::PrimaryCoords, Layout::Flat, Layout::Partitioned] {
+        for threads in [1, 2] {
+            let mut stores = Vec::new();
+            for budget in [12u64 << 20, 48 << 20] {
+                let path = d.join(format!("{layout:?}-{threads}-{budget}.chromdata.zarr"));
                 let opts = WriterOptions {
                     memory_budget: budget,
                     layout,
@@ -202,7 +264,12 @@ fn allocations_stay_within_the_memory_budget() {
                     peak as u64 <= budget,
                     "{what}: {peak} bytes allocated at the peak, over the budget"
                 );
-                std::fs::remove_dir_all(&path).unwrap();
+                stores.push(path);
+            }
+            let what = format!("{layout:?}, {threads} threads");
+            same_rows_without_dictionaries(&stores[0], &stores[1], &what);
+            for p in stores {
+                std::fs::remove_dir_all(&p).unwrap();
             }
         }
     }

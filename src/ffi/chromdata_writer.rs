@@ -28,8 +28,10 @@ pub type dc_chromdata_writer_param = i32;
 /// available RAM): unsorted spots, sorting, the merge and the Parquet writers share it,
 /// after the per-trace index (about 100 bytes per (cell, trace, chromosome) triple). A
 /// smaller budget means more spilled runs, more merge passes and, below what one default
-/// row group of the widest file needs, smaller row groups (recorded in the store). The
-/// caller's own batches are not counted, and each appended batch is converted in one
+/// row group of the widest file needs, smaller row groups (recorded in the store); below
+/// what the column writers' dictionaries need (~96 KiB each: ~16 MB for 60 tracks in
+/// 2.2), no column is dictionary-encoded (larger files, the same contents). The caller's
+/// own batches are not counted, and each appended batch is converted in one
 /// piece: keep batches well below the budget. Before finish.
 pub const DC_CDW_MEMORY_BUDGET: dc_chromdata_writer_param = 0;
 /// 0 (default): float64 coordinates; 1: float32. Before finish.

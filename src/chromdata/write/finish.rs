@@ -22,7 +22,7 @@ use super::merge::{merge, merge_passes, Finalizer};
 use super::metadata::{write_group, write_metadata, StoreFacts};
 use super::row_groups::{plan, Plan};
 use super::runs::{spill_batch_rows, RunOrder, RunSource, SPILL_DIR};
-use super::sinks::{Sinks, StoredColumns};
+use super::sinks::{SinkChoices, Sinks, StoredColumns};
 use super::target::Target;
 use crate::chromdata::spec::{self, FloatType, Layout, Storage};
 use crate::error::{Error, ErrorKind, Result};
@@ -42,6 +42,9 @@ const MERGE_BLOCK_BYTES: u64 = 8 << 20;
 /// partitions) took a 2.2 write under an 8 MiB budget to 16.5 MB allocated at once
 /// (tests/chromdata_writer_budget.rs counts the allocations).
 const COLUMN_WRITER_BYTES: u64 = 96 << 10;
+/// Bytes an open Parquet column writer without a dictionary holds whatever its rows
+/// (measured: see tests/chromdata_writer_budget.rs).
+const PLAIN_COLUMN_WRITER_BYTES: u64 = 16 << 10;
 /// Smallest row-group target the writer lowers the default to when a row group of wide
 /// rows would not fit the memory budget.
 const MIN_AUTO_ROW_GROUP: u64 = 1024;
@@ -71,7 +74,11 @@ pub(crate) fn write_store(mut inp: Collected) -> Result<usize> {
     let plan = plan(inp.layout, &inp.triples, inp.has_cells, sizes.t, sizes.tc);
     let fv = fin.first_value();
     let cols = StoredColumns::new(&inp, &fin.schema, fv, storage, layer_types);
-    let mut sinks = Sinks::open(&inp, &root, &fin.schema, fv, &plan, &cols, sizes.tc)?;
+    let choices = SinkChoices {
+        coords_row_group_size: sizes.tc,
+        dictionaries: sizes.dictionaries,
+    };
+    let mut sinks = Sinks::open(&inp, &root, &fin.schema, fv, &plan, &cols, choices)?;
     let src = write_rows(
         &inp,
         &plan,
@@ -158,6 +165,8 @@ struct Sizes {
     block_rows: usize,
     /// Runs merged at once.
     fan_in: usize,
+    /// Whether the files' columns may be dictionary-encoded (the layout's choice) or none is.
+    dictionaries: bool,
 }
 
 impl Sizes {
@@ -169,12 +178,12 @@ impl Sizes {
         runs: &[RunSource],
     ) -> Sizes {
         let layout = inp.layout;
-        let mut t = match (inp.row_group_size, layout) {
+        let t = match (inp.row_group_size, layout) {
             (0, Layout::Partitioned) => 16384,
             (0, _) => 65536,
             (x, _) => x,
         };
-        let mut tc = if inp.coords_row_group_size == 0 {
+        let tc = if inp.coords_row_group_size == 0 {
             16384
         } else {
             inp.coords_row_group_size
@@ -237,24 +246,40 @@ impl Sizes {
             } else {
                 0
             };
-        let fixed = n_writers * COLUMN_WRITER_BYTES;
-        let sink_bytes = |t: u64, tc: u64| fixed + t * main_w + n_chroms * tc * key_w;
-        let share = (inp.available / 2).saturating_sub(fixed);
-        loop {
-            let (a, b) = (t * main_w, n_chroms * tc * key_w);
-            if a + b <= share {
-                break;
+        // The default row-group targets are halved while the sinks would take more than half
+        // the budget. When even the smallest targets do not fit beside the dictionary
+        // encoders' fixed memory (60 tracks: ~160 column writers, ~16 MB) and the row-group
+        // sizes are the writer's to choose, no column is dictionary-encoded: the files take
+        // more bytes, the budget holds. Row-group sizes given by the caller fix the bytes
+        // for any budget (the fixed memory may then exceed a small one).
+        let fit = |per_writer: u64| {
+            let fixed = n_writers * per_writer;
+            let share = (inp.available / 2).saturating_sub(fixed);
+            let (mut t, mut tc) = (t, tc);
+            loop {
+                let (a, b) = (t * main_w, n_chroms * tc * key_w);
+                if a + b <= share && fixed <= inp.available / 2 {
+                    return (t, tc, fixed, true);
+                }
+                let can_t = inp.row_group_size == 0 && t > MIN_AUTO_ROW_GROUP;
+                let can_tc = inp.coords_row_group_size == 0 && tc > MIN_AUTO_ROW_GROUP && b > 0;
+                if can_t && (a >= b || !can_tc) {
+                    t /= 2;
+                } else if can_tc {
+                    tc /= 2;
+                } else {
+                    return (t, tc, fixed, false);
+                }
             }
-            let can_t = inp.row_group_size == 0 && t > MIN_AUTO_ROW_GROUP;
-            let can_tc = inp.coords_row_group_size == 0 && tc > MIN_AUTO_ROW_GROUP && b > 0;
-            if can_t && (a >= b || !can_tc) {
-                t /= 2;
-            } else if can_tc {
-                tc /= 2;
-            } else {
-                break;
-            }
+        };
+        let mut dictionaries = true;
+        let (mut t, mut tc, mut fixed, fits) = fit(COLUMN_WRITER_BYTES);
+        let sizes_chosen = inp.row_group_size == 0 && inp.coords_row_group_size == 0;
+        if !fits && sizes_chosen {
+            dictionaries = false;
+            (t, tc, fixed, _) = fit(PLAIN_COLUMN_WRITER_BYTES);
         }
+        let sink_bytes = |t: u64, tc: u64| fixed + t * main_w + n_chroms * tc * key_w;
         let row_bytes = inp.row_bytes.max(1);
         let block_bytes = MERGE_BLOCK_BYTES.min(inp.available / 16);
         let block_rows = ((block_bytes / row_bytes) as usize).clamp(256, BLOCK_ROWS);
@@ -269,6 +294,7 @@ impl Sizes {
             tc,
             block_rows,
             fan_in,
+            dictionaries,
         }
     }
 }

@@ -15,7 +15,10 @@ pub struct WriterOptions {
     /// Parquet writers share it, after the index structures (0 = half of the available
     /// RAM, read from /proc/meminfo; 1 GiB when that is unknown). When a default row
     /// group would not fit, the writer lowers the row-group targets (recorded in the
-    /// store); explicit `row_group_size` / `coords_row_group_size` are kept.
+    /// store), and when even the smallest do not fit beside the column writers'
+    /// dictionaries (~96 KiB each), it encodes no column with a dictionary. Explicit
+    /// `row_group_size` and `coords_row_group_size` are kept and keep the bytes the same
+    /// for any budget (which the fixed costs may then exceed).
     pub memory_budget: u64,
     /// Store x, y, z as float32 (default float64).
     pub coord_float32: bool,

@@ -21,6 +21,34 @@ use parquet::file::writer::SerializedFileWriter;
 use super::parquet_file::props;
 use crate::error::{Error, ErrorKind, Result};
 
+/// Which columns of a file are dictionary-encoded (the parquet crate's default is all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dictionary {
+    /// Every column.
+    All,
+    /// Every column but the floating-point ones (plain: their values are seldom repeated).
+    NotFloats,
+    /// No column: a column writer with a dictionary holds ~96 KiB whatever its rows (see
+    /// `finish`), more than a wide store's column writers can hold under a small budget.
+    Off,
+}
+
+impl Dictionary {
+    /// The stored names of `fields` written without a dictionary.
+    fn plain_columns(self, fields: &[Field]) -> Vec<String> {
+        let float = |f: &&Field| matches!(f.data_type(), DataType::Float32 | DataType::Float64);
+        match self {
+            Dictionary::All => Vec::new(),
+            Dictionary::NotFloats => fields
+                .iter()
+                .filter(float)
+                .map(|f| f.name().clone())
+                .collect(),
+            Dictionary::Off => fields.iter().map(|f| f.name().clone()).collect(),
+        }
+    }
+}
+
 /// A Parquet file of the store written block by block, cut into the planned row groups.
 pub(crate) struct ParquetSink {
     path: PathBuf,
@@ -49,8 +77,8 @@ struct Segment {
 
 impl ParquetSink {
     /// A file `tables/<rel>` under `root` with the columns `cols` ((column of the final
-    /// batch, stored name)) of `fin_schema`, cut into `groups`; dictionary encoding of floats
-    /// only when `dict_floats`.
+    /// batch, stored name)) of `fin_schema`, cut into `groups`; the columns `dictionary`
+    /// names dictionary-encoded.
     pub(crate) fn new(
         root: &Path,
         rel: &str,
@@ -58,7 +86,7 @@ impl ParquetSink {
         cols: Vec<(usize, String)>,
         groups: Vec<u64>,
         part: Option<usize>,
-        dict_floats: bool,
+        dictionary: Dictionary,
     ) -> Result<ParquetSink> {
         let path = root.join("tables").join(rel);
         if let Some(d) = path.parent() {
@@ -68,15 +96,7 @@ impl ParquetSink {
             .iter()
             .map(|(i, n)| Field::new(n, fin_schema.field(*i).data_type().clone(), true))
             .collect();
-        let dict_off: Vec<String> = if dict_floats {
-            Vec::new()
-        } else {
-            fields
-                .iter()
-                .filter(|f| matches!(f.data_type(), DataType::Float32 | DataType::Float64))
-                .map(|f| f.name().clone())
-                .collect()
-        };
+        let dict_off = dictionary.plain_columns(&fields);
         let schema = Arc::new(Schema::new(fields));
         let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
         let ioerr = |e: parquet::errors::ParquetError| {
@@ -340,12 +360,12 @@ mod tests {
     }
 
     /// The bytes a plain `ArrowWriter` writes for `rows` rows cut into `groups`.
-    fn reference(path: &Path, groups: &[u64], dict_floats: bool) -> Vec<u8> {
+    fn reference(path: &Path, groups: &[u64], dictionary: Dictionary) -> Vec<u8> {
         let all = block(0, groups.iter().sum::<u64>() as usize);
-        let dict_off: Vec<String> = if dict_floats {
-            Vec::new()
-        } else {
-            vec!["c".into(), "d".into()]
+        let dict_off: Vec<String> = match dictionary {
+            Dictionary::All => vec![],
+            Dictionary::NotFloats => vec!["c".into(), "d".into()],
+            Dictionary::Off => vec!["a".into(), "b".into(), "c".into(), "d".into()],
         };
         let f = File::create(path).unwrap();
         let mut w =
@@ -371,15 +391,21 @@ mod tests {
             .map(|i| (i, schema.field(i).name().clone()))
             .collect();
         let pool = crate::pool::pool(3).unwrap();
-        for dict_floats in [false, true] {
-            let want = reference(&dir.join("want.parquet"), &groups, dict_floats);
+        let mut wants = Vec::new();
+        for dictionary in [Dictionary::NotFloats, Dictionary::All, Dictionary::Off] {
+            let want = reference(&dir.join("want.parquet"), &groups, dictionary);
+            assert!(
+                !wants.contains(&want),
+                "{dictionary:?}: the same bytes as another"
+            );
+            wants.push(want.clone());
             // Blocks that end inside, at and across row-group ends (one spans three groups).
             for (k, cuts) in [vec![n], vec![1, 699, 1, 1700, 599], vec![650, 1400, 950]]
                 .into_iter()
                 .enumerate()
             {
                 for threaded in [false, true] {
-                    let rel = format!("t{k}-{threaded}-{dict_floats}.parquet");
+                    let rel = format!("t{k}-{threaded}-{dictionary:?}.parquet");
                     let mut sinks = vec![ParquetSink::new(
                         &dir,
                         &rel,
@@ -387,7 +413,7 @@ mod tests {
                         cols.clone(),
                         groups.clone(),
                         None,
-                        dict_floats,
+                        dictionary,
                     )
                     .unwrap()];
                     let mut lo = 0;
@@ -405,11 +431,16 @@ mod tests {
             }
         }
         // More rows than planned is an error, not a longer file.
-        let mut sinks =
-            vec![
-                ParquetSink::new(&dir, "over.parquet", &schema, cols, vec![10], None, false)
-                    .unwrap(),
-            ];
+        let mut sinks = vec![ParquetSink::new(
+            &dir,
+            "over.parquet",
+            &schema,
+            cols,
+            vec![10],
+            None,
+            Dictionary::NotFloats,
+        )
+        .unwrap()];
         let e = write_blocks(&mut sinks, &[Some(&block(0, 11))], None).unwrap_err();
         assert!(e.to_string().contains("more rows than planned"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);

@@ -14,7 +14,7 @@ use arrow_schema::{Field, Schema};
 use super::collected::Collected;
 use super::columns::Group;
 use super::parquet_file::write_parquet;
-use super::parquet_sink::{write_blocks, ParquetSink};
+use super::parquet_sink::{write_blocks, Dictionary, ParquetSink};
 use super::row_groups::{Partition, Plan};
 use crate::chromdata::spec::{self, chrom_dirs, portable, FloatType, Layout, Storage, AXES};
 use crate::error::{Error, ErrorKind, Result};
@@ -131,6 +131,15 @@ pub(crate) struct Sinks {
     pub(crate) layers_meta: Vec<spec::LayerEntry>,
 }
 
+/// What the memory plan of `finish` decided for the sinks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SinkChoices {
+    /// Target rows per coords row group (2.2), recorded in the metadata.
+    pub(crate) coords_row_group_size: u64,
+    /// Whether columns may be dictionary-encoded (the layout's default) or none is.
+    pub(crate) dictionaries: bool,
+}
+
 /// Opens sinks in the temporary store `root` for the final batches of `fin_schema`.
 struct SinkMaker<'a> {
     root: &'a Path,
@@ -138,6 +147,8 @@ struct SinkMaker<'a> {
     plan: &'a Plan,
     cols: &'a StoredColumns,
     layer_names: Vec<String>,
+    /// False when the memory plan leaves no room for dictionary encoders (`Sizes::choose`).
+    dictionaries: bool,
 }
 
 impl SinkMaker<'_> {
@@ -147,8 +158,13 @@ impl SinkMaker<'_> {
         cols: FileColumns,
         groups: &[u64],
         part: Option<usize>,
-        dict_floats: bool,
+        dictionary: Dictionary,
     ) -> Result<ParquetSink> {
+        let dictionary = if self.dictionaries {
+            dictionary
+        } else {
+            Dictionary::Off
+        };
         ParquetSink::new(
             self.root,
             rel,
@@ -156,24 +172,24 @@ impl SinkMaker<'_> {
             cols,
             groups.to_vec(),
             part,
-            dict_floats,
+            dictionary,
         )
     }
 
     /// spot_tracks and layers of the single-file layouts (flat; primary of 2.2).
-    fn whole_tables(&self, prefix: &str, dict_floats: bool, s: &mut Sinks) -> Result<()> {
+    fn whole_tables(&self, prefix: &str, dictionary: Dictionary, s: &mut Sinks) -> Result<()> {
         if let Some(m) = s.tracks_meta.as_mut() {
             let rel = format!("{prefix}spot_tracks.parquet");
             let groups = &self.plan.groups;
             s.list
-                .push(self.sink(&rel, self.cols.tracks.clone(), groups, None, dict_floats)?);
+                .push(self.sink(&rel, self.cols.tracks.clone(), groups, None, dictionary)?);
             m.path = Some(rel);
         }
         for (k, m) in s.layers_meta.iter_mut().enumerate() {
             let rel = format!("{prefix}layers/{}.parquet", self.layer_names[k]);
             let cols = self.cols.layers[k].clone();
             s.list
-                .push(self.sink(&rel, cols, &self.plan.groups, None, dict_floats)?);
+                .push(self.sink(&rel, cols, &self.plan.groups, None, dictionary)?);
             m.path = Some(rel);
         }
         Ok(())
@@ -189,8 +205,12 @@ impl Sinks {
         fv: usize,
         plan: &Plan,
         cols: &StoredColumns,
-        coords_row_group_size: u64,
+        choices: SinkChoices,
     ) -> Result<Sinks> {
+        let SinkChoices {
+            coords_row_group_size,
+            dictionaries,
+        } = choices;
         let chrom_dirs = chrom_dirs(&inp.chrom_names);
         let maker = SinkMaker {
             root,
@@ -203,8 +223,123 @@ impl Sinks {
                     .map(String::as_str)
                     .collect::<Vec<_>>(),
             ),
+            dictionaries,
         };
-        let mut s = Sinks {
+        let mut s = Sinks::empty(inp, cols);
+        let part_meta = |parts: &[Partition]| -> Vec<spec::Partition> {
+            parts
+                .iter()
+                .map(|p| spec::Partition {
+                    chrom: inp.chrom_names[p.chrom as usize].clone(),
+                    chrom_code: p.chrom as i64,
+                    dir: Some(chrom_dirs[p.chrom as usize].clone()),
+                    n_rows: p.rows,
+                    n_row_groups: p.groups.len() as u64,
+                    other: spec::Members::new(),
+                })
+                .collect()
+        };
+        let mut all = cols.key.clone();
+        all.extend(cols.extras_where(inp, fv, |_| true));
+        match inp.layout {
+            Layout::Flat => {
+                s.list.push(maker.sink(
+                    "spots.parquet",
+                    all,
+                    &plan.groups,
+                    None,
+                    Dictionary::NotFloats,
+                )?);
+                s.spot_files.path = Some("spots.parquet".into());
+                maker.whole_tables("", Dictionary::NotFloats, &mut s)?;
+            }
+            Layout::Partitioned => {
+                let mut files = Vec::new();
+                let mut tfiles = Vec::new();
+                let mut lfiles: Vec<Vec<String>> = vec![Vec::new(); inp.layer_keys.len()];
+                for (p, part) in plan.partitions.iter().enumerate() {
+                    s.part_of_chrom.insert(part.chrom, p);
+                    let d = &chrom_dirs[part.chrom as usize];
+                    let rel = format!("spots/{d}/part-0.parquet");
+                    s.list.push(maker.sink(
+                        &rel,
+                        all.clone(),
+                        &part.groups,
+                        Some(p),
+                        Dictionary::NotFloats,
+                    )?);
+                    files.push(rel);
+                    if !cols.tracks.is_empty() {
+                        let rel = format!("spot_tracks/{d}/part-0.parquet");
+                        let tc = cols.tracks.clone();
+                        s.list.push(maker.sink(
+                            &rel,
+                            tc,
+                            &part.groups,
+                            Some(p),
+                            Dictionary::NotFloats,
+                        )?);
+                        tfiles.push(rel);
+                    }
+                    for (k, lf) in lfiles.iter_mut().enumerate() {
+                        let rel = format!("layers/{}/{d}/part-0.parquet", maker.layer_names[k]);
+                        let lc = cols.layers[k].clone();
+                        s.list.push(maker.sink(
+                            &rel,
+                            lc,
+                            &part.groups,
+                            Some(p),
+                            Dictionary::NotFloats,
+                        )?);
+                        lf.push(rel);
+                    }
+                }
+                s.spot_files.partitions = Some(part_meta(&plan.partitions));
+                s.spot_files.files = Some(files);
+                if let Some(m) = s.tracks_meta.as_mut() {
+                    m.files = Some(tfiles);
+                }
+                for (m, f) in s.layers_meta.iter_mut().zip(lfiles) {
+                    m.files = Some(f);
+                }
+            }
+            Layout::PrimaryCoords => {
+                let prim = cols.extras_where(inp, fv, |s| matches!(s, Storage::Primary));
+                if prim.is_empty() {
+                    s.spot_files.primary_path = Some(None);
+                } else {
+                    let rel = "primary/spots.parquet";
+                    s.list
+                        .push(maker.sink(rel, prim, &plan.groups, None, Dictionary::All)?);
+                    s.spot_files.primary_path = Some(Some(rel.into()));
+                }
+                maker.whole_tables("primary/", Dictionary::All, &mut s)?;
+                let mut files = Vec::new();
+                for (p, part) in plan.coords_parts.iter().enumerate() {
+                    s.part_of_chrom.insert(part.chrom, p);
+                    let rel = format!("coords/{}/part-0.parquet", chrom_dirs[part.chrom as usize]);
+                    let kc = cols.key.clone();
+                    s.list.push(maker.sink(
+                        &rel,
+                        kc,
+                        &part.groups,
+                        Some(p),
+                        Dictionary::NotFloats,
+                    )?);
+                    files.push(rel);
+                }
+                s.spot_files.coords_row_group_size = Some(coords_row_group_size);
+                s.spot_files.partitions = Some(part_meta(&plan.coords_parts));
+                s.spot_files.coords_files = Some(files);
+            }
+        }
+        s.project_parts(fin_schema.fields().len() - 1);
+        Ok(s)
+    }
+
+    /// No sink yet; the tracks and layers entries of the metadata without their files.
+    fn empty(inp: &Collected, cols: &StoredColumns) -> Sinks {
+        Sinks {
             list: Vec::new(),
             part_of_chrom: HashMap::new(),
             part_cols: Vec::new(),
@@ -228,91 +363,7 @@ impl Sinks {
                     other: spec::Members::new(),
                 })
                 .collect(),
-        };
-        let part_meta = |parts: &[Partition]| -> Vec<spec::Partition> {
-            parts
-                .iter()
-                .map(|p| spec::Partition {
-                    chrom: inp.chrom_names[p.chrom as usize].clone(),
-                    chrom_code: p.chrom as i64,
-                    dir: Some(chrom_dirs[p.chrom as usize].clone()),
-                    n_rows: p.rows,
-                    n_row_groups: p.groups.len() as u64,
-                    other: spec::Members::new(),
-                })
-                .collect()
-        };
-        let mut all = cols.key.clone();
-        all.extend(cols.extras_where(inp, fv, |_| true));
-        match inp.layout {
-            Layout::Flat => {
-                s.list
-                    .push(maker.sink("spots.parquet", all, &plan.groups, None, false)?);
-                s.spot_files.path = Some("spots.parquet".into());
-                maker.whole_tables("", false, &mut s)?;
-            }
-            Layout::Partitioned => {
-                let mut files = Vec::new();
-                let mut tfiles = Vec::new();
-                let mut lfiles: Vec<Vec<String>> = vec![Vec::new(); inp.layer_keys.len()];
-                for (p, part) in plan.partitions.iter().enumerate() {
-                    s.part_of_chrom.insert(part.chrom, p);
-                    let d = &chrom_dirs[part.chrom as usize];
-                    let rel = format!("spots/{d}/part-0.parquet");
-                    s.list
-                        .push(maker.sink(&rel, all.clone(), &part.groups, Some(p), false)?);
-                    files.push(rel);
-                    if !cols.tracks.is_empty() {
-                        let rel = format!("spot_tracks/{d}/part-0.parquet");
-                        let tc = cols.tracks.clone();
-                        s.list
-                            .push(maker.sink(&rel, tc, &part.groups, Some(p), false)?);
-                        tfiles.push(rel);
-                    }
-                    for (k, lf) in lfiles.iter_mut().enumerate() {
-                        let rel = format!("layers/{}/{d}/part-0.parquet", maker.layer_names[k]);
-                        let lc = cols.layers[k].clone();
-                        s.list
-                            .push(maker.sink(&rel, lc, &part.groups, Some(p), false)?);
-                        lf.push(rel);
-                    }
-                }
-                s.spot_files.partitions = Some(part_meta(&plan.partitions));
-                s.spot_files.files = Some(files);
-                if let Some(m) = s.tracks_meta.as_mut() {
-                    m.files = Some(tfiles);
-                }
-                for (m, f) in s.layers_meta.iter_mut().zip(lfiles) {
-                    m.files = Some(f);
-                }
-            }
-            Layout::PrimaryCoords => {
-                let prim = cols.extras_where(inp, fv, |s| matches!(s, Storage::Primary));
-                if prim.is_empty() {
-                    s.spot_files.primary_path = Some(None);
-                } else {
-                    let rel = "primary/spots.parquet";
-                    s.list
-                        .push(maker.sink(rel, prim, &plan.groups, None, true)?);
-                    s.spot_files.primary_path = Some(Some(rel.into()));
-                }
-                maker.whole_tables("primary/", true, &mut s)?;
-                let mut files = Vec::new();
-                for (p, part) in plan.coords_parts.iter().enumerate() {
-                    s.part_of_chrom.insert(part.chrom, p);
-                    let rel = format!("coords/{}/part-0.parquet", chrom_dirs[part.chrom as usize]);
-                    let kc = cols.key.clone();
-                    s.list
-                        .push(maker.sink(&rel, kc, &part.groups, Some(p), false)?);
-                    files.push(rel);
-                }
-                s.spot_files.coords_row_group_size = Some(coords_row_group_size);
-                s.spot_files.partitions = Some(part_meta(&plan.coords_parts));
-                s.spot_files.coords_files = Some(files);
-            }
         }
-        s.project_parts(fin_schema.fields().len() - 1);
-        Ok(s)
     }
 
     /// Partition slices keep only the columns their sinks store, and the input row
