@@ -98,6 +98,15 @@ if [ "$mode" = cpu ]; then
   # final statistics and exits with 72). libFuzzer's -timeout is wall time: 900 s, so that a
   # unit slowed by the other fuzzers or paused is not taken for a hang.
   ticks=$(getconf CLK_TCK)
+  # Waits up to 60 s for FILE to be written (non-empty); fails after that.
+  wait_for_file() {
+    local i
+    for ((i = 0; i < 600; i++)); do
+      [ -s "$1" ] && return 0
+      sleep 0.1
+    done
+    return 1
+  }
   declare -A pids=()
   for t in $targets; do
     mkdir -p "$work/corpus/$t" "$work/artifacts/$t"
@@ -113,7 +122,10 @@ if [ "$mode" = cpu ]; then
       rc=0; wait $! || rc=$?
       echo "$rc" >"$work/$t.rc"
     ) &
-    while [ ! -s "$work/$t.pid" ]; do sleep 0.1; done
+    if ! wait_for_file "$work/$t.pid"; then
+      echo "fuzz: $t did not start (no pid after 60 s)" >&2
+      exit 1
+    fi
     pids[$t]=$(cat "$work/$t.pid")
     echo "== fuzz: $t (pid ${pids[$t]}) until ${seconds}s of CPU or 10 M executions"
   done
@@ -132,7 +144,13 @@ if [ "$mode" = cpu ]; then
     done
   done
   for t in "${!pids[@]}"; do
-    while [ ! -s "$work/$t.rc" ]; do sleep 0.1; done
+    # The fuzzer has ended (the loop above saw it gone): its subshell writes the status at
+    # once, unless the subshell itself was killed.
+    if ! wait_for_file "$work/$t.rc"; then
+      echo "  $t: no exit status after 60 s (its waiting subshell was killed?); see $work/$t.log" >&2
+      failed+=("$t (no exit status: not a clean run)")
+      continue
+    fi
     rc=$(cat "$work/$t.rc")
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 72 ]; then report_finding "$t" "$work/$t.log"; continue; fi
     echo "  $t: exit $rc (72: stopped at the CPU budget), $(ls "$work/corpus/$t" | wc -l) corpus files"
