@@ -42,8 +42,10 @@ const MERGE_BLOCK_BYTES: u64 = 8 << 20;
 /// partitions) took a 2.2 write under an 8 MiB budget to 16.5 MB allocated at once
 /// (tests/chromdata_writer_budget.rs counts the allocations).
 const COLUMN_WRITER_BYTES: u64 = 96 << 10;
-/// Bytes an open Parquet column writer without a dictionary holds whatever its rows
-/// (measured: see tests/chromdata_writer_budget.rs).
+/// Bytes counted for an open Parquet column writer without a dictionary, whatever its rows
+/// (its buffers grow with its rows, which the row-group share counts): an allowance, not a
+/// measurement of its own; with it, every layout of 60 tracks holds a 12 MiB budget
+/// (tests/chromdata_writer_budget.rs).
 const PLAIN_COLUMN_WRITER_BYTES: u64 = 16 << 10;
 /// Smallest row-group target the writer lowers the default to when a row group of wide
 /// rows would not fit the memory budget.
