@@ -632,3 +632,161 @@ fn wide_footers_are_checked_at_open() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Rewrites `path` (a Parquet file) with row `row` of integer column `column` changed to
+/// another code of the column, every row group kept as it was; returns (old, new) code.
+fn recode(path: &Path, column: &str, row: usize) -> (i64, i64) {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int16Type, Int32Type, Int8Type};
+    use arrow_schema::DataType;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ArrowWriter;
+    let bytes = bytes::Bytes::from(std::fs::read(path).unwrap());
+    let groups = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+        .unwrap()
+        .metadata()
+        .num_row_groups();
+    let mut batches = Vec::new();
+    for g in 0..groups {
+        let b = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+            .unwrap()
+            .with_row_groups(vec![g])
+            .with_batch_size(usize::MAX)
+            .build()
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(b.len(), 1, "one batch per row group");
+        batches.push(b.into_iter().next().unwrap());
+    }
+    let schema = batches[0].schema();
+    let k = schema.index_of(column).unwrap();
+    // The codes as i64 and back (the stored type is any integer type).
+    macro_rules! by_type {
+        ($a:expr, |$v:ident| $body:expr) => {
+            match $a.data_type() {
+                DataType::Int8 => {
+                    let $v = $a.as_primitive::<Int8Type>();
+                    $body
+                }
+                DataType::Int16 => {
+                    let $v = $a.as_primitive::<Int16Type>();
+                    $body
+                }
+                DataType::Int32 => {
+                    let $v = $a.as_primitive::<Int32Type>();
+                    $body
+                }
+                t => panic!("codes of type {t}"),
+            }
+        };
+    }
+    let wide = |a: &ArrayRef| -> Vec<i64> {
+        by_type!(a, |v| v.values().iter().map(|&x| x as i64).collect())
+    };
+    let n_codes = batches
+        .iter()
+        .flat_map(|b| wide(b.column(k)))
+        .max()
+        .unwrap()
+        + 1;
+    let (mut at, mut change) = (0usize, None);
+    for b in &mut batches {
+        if (at..at + b.num_rows()).contains(&row) {
+            let i = row - at;
+            let old = wide(b.column(k))[i];
+            let new = (old + 1) % n_codes;
+            change = Some((old, new));
+            let a = b.column(k).clone();
+            let changed: ArrayRef = by_type!(a, |v| set_code(v, i, new));
+            let mut cols = b.columns().to_vec();
+            cols[k] = changed;
+            *b = RecordBatch::try_new(schema.clone(), cols).unwrap();
+        }
+        at += b.num_rows();
+    }
+    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, None).unwrap();
+    for b in &batches {
+        w.write(b).unwrap();
+        w.flush().unwrap(); // one row group per batch, as before
+    }
+    w.close().unwrap();
+    let (old, new) = change.expect("row inside the file");
+    assert_ne!(old, new, "a column of one code");
+    (old, new)
+}
+
+/// A stored trace / cell code that disagrees with its run in the index is refused by any
+/// read that meets it, all columns or coords only, on one thread or two: a format error
+/// naming the column, the code, the selected row and the run's code (the codes are checked
+/// while they are decoded and never kept; issue 17, item 4). Reads that do not meet the
+/// row still answer.
+#[test]
+fn stored_codes_that_disagree_with_their_runs_are_refused() {
+    let c = Case {
+        seed: 23,
+        n: 6000,
+        cells: true,
+        coord_f32: false,
+        n_traces: 7,
+        n_cells: 3,
+        n_chroms: 3,
+    };
+    let d = make(&c);
+    for (column, row) in [("trace_id", 4321usize), ("cell_id", 17)] {
+        let dir = tmpdir(&format!("bad-{column}"));
+        let path = dir.join("flat.chromdata.zarr");
+        let opts = WriterOptions {
+            layout: Layout::Flat,
+            row_group_size: 1000,
+            ..WriterOptions::default()
+        };
+        let mut w = ChromDataWriter::create(&path, opts).unwrap();
+        w.append(d.input.clone()).unwrap();
+        w.finish().unwrap();
+        // The flat file is in canonical order: its rows are a full read's selected rows.
+        let (old, new) = recode(&path.join("tables/spots.parquet"), column, row);
+        let want = format!(
+            "spots {column}: code {new} at selected row {row} differs from its run's code {old} in the index"
+        );
+        let cd = ChromData::open(&path).unwrap();
+        for cols in [Columns::All, Columns::Coords] {
+            for round in 0..2 {
+                let e = cd.read_spots(false, &cols).unwrap_err();
+                assert_eq!(e.kind, deltacells::ErrorKind::Format, "{e}");
+                assert!(e.message.contains(&want), "round {round}: {e}");
+            }
+        }
+        // A trace whose rows do not include the changed one answers as the reference.
+        let t = (0..d.traces.len())
+            .find(|&t| t as i64 != canonical_key(&d, row).1)
+            .unwrap();
+        let id = CatValue::Str(d.traces[t].clone());
+        let got = cd.get_trace(&id, &Columns::All).unwrap();
+        let want = d.answer(|i| d.keys[i].1 == t as i64, &d.names());
+        assert_same(&got, &want, "get_trace");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The key (cell, trace, chrom, bin codes) of canonical row `row` of `d`.
+fn canonical_key(d: &Data, row: usize) -> (i64, i64, i64, i64) {
+    let mut keys = d.keys.clone();
+    keys.sort();
+    keys[row]
+}
+
+/// `a` with value `i` replaced by `new`.
+fn set_code<T: arrow_array::ArrowPrimitiveType>(
+    a: &arrow_array::PrimitiveArray<T>,
+    i: usize,
+    new: i64,
+) -> ArrayRef {
+    use arrow_buffer::ArrowNativeType;
+    let mut v = a.values().to_vec();
+    v[i] = T::Native::from_usize(new as usize).unwrap();
+    Arc::new(arrow_array::PrimitiveArray::<T>::new(
+        v.into(),
+        arrow_array::Array::nulls(a).cloned(),
+    ))
+}

@@ -18,6 +18,7 @@ use arrow_array::{
 use arrow_buffer::{ArrowNativeType, OffsetBuffer, ScalarBuffer};
 use arrow_schema::DataType;
 
+use super::codes::RunCodes;
 use super::gather::{read_sets, SetRead};
 use super::plan::{Requests, Selection};
 use super::schema::{ColumnSource, FileSetId};
@@ -273,56 +274,6 @@ fn check_bin_ids(a: &dyn Array, n_bins: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks that every row of each run holds its run's code (`codes` over all selected rows).
-fn check_run_codes(codes: &dyn Array, runs: &[(u32, usize)], what: &str) -> Result<()> {
-    fn typed<T: ArrowPrimitiveType>(
-        a: &PrimitiveArray<T>,
-        runs: &[(u32, usize)],
-        what: &str,
-    ) -> Result<()> {
-        if a.null_count() > 0 {
-            return Err(Error::format(format!("{what}: null code (never null)")));
-        }
-        let v = a.values();
-        let mut at = 0usize;
-        for &(code, len) in runs {
-            let want = T::Native::usize_as(code as usize);
-            let run = &v[at..at + len];
-            // One branch-free pass (it vectorises); the offending row only on failure.
-            if run.iter().fold(true, |ok, &x| ok & (x == want)) {
-                at += len;
-                continue;
-            }
-            if let Some(k) = run.iter().position(|&x| x != want) {
-                return Err(Error::format(format!(
-                    "{what}: code {} at selected row {} differs from its run's code {code} in the index",
-                    v[at + k].to_i64().unwrap_or(-1),
-                    at + k
-                )));
-            }
-            at += len;
-        }
-        Ok(())
-    }
-    let total: usize = runs.iter().map(|r| r.1).sum();
-    if codes.len() != total {
-        return Err(Error::new(
-            ErrorKind::Internal,
-            format!("{what}: {} codes read for {total} rows", codes.len()),
-        ));
-    }
-    macro_rules! dispatch {
-        ($($dt:ident => $t:ty),*) => {
-            match codes.data_type() {
-                $(DataType::$dt => typed(codes.as_primitive::<$t>(), runs, what),)*
-                t => Err(Error::format(format!("{what}: expected integer codes, found {t}"))),
-            }
-        };
-    }
-    dispatch!(Int8 => Int8Type, Int16 => Int16Type, Int32 => Int32Type, Int64 => Int64Type,
-              UInt8 => UInt8Type, UInt16 => UInt16Type, UInt32 => UInt32Type, UInt64 => UInt64Type)
-}
-
 /// Categorical codes to values (null code → null); other columns pass through.
 fn decode(a: &ArrayRef, cats: &Option<ArrayRef>, what: &str) -> Result<ArrayRef> {
     match cats {
@@ -341,19 +292,9 @@ impl OpenStore {
             return self.empty(plan);
         }
         let requests = self.requests(plan);
-        let mut read = self.read_columns(&requests, sel)?;
-        let keys = self.keys(&requests, &read, sel)?;
-        // The stored trace / cell codes were only checked: their memory goes now, before
-        // the output columns are made.
-        if let Some(names) = requests.sets.get(&FileSetId::Key) {
-            for (name, _) in names
-                .iter()
-                .zip(self.key_scratch(names.len()))
-                .filter(|(_, s)| *s)
-            {
-                read.arrays.remove(&(FileSetId::Key, name.clone()));
-            }
-        }
+        let runs = self.runs(sel);
+        let read = self.read_columns(&requests, sel, &runs)?;
+        let keys = self.keys(&requests, &read, sel, runs)?;
         let out = plan
             .iter()
             .map(|&i| self.output_column(i, &read, &keys))
@@ -379,18 +320,23 @@ impl OpenStore {
 
     /// Reads the requested columns of every file set over the selection's ranges, all
     /// sets' row groups decoded together.
-    fn read_columns(&self, requests: &Requests, sel: &Selection) -> Result<ReadColumns> {
+    fn read_columns(
+        &self,
+        requests: &Requests,
+        sel: &Selection,
+        runs: &Runs,
+    ) -> Result<ReadColumns> {
         let d = &self.store.display;
         let mut reads = Vec::with_capacity(requests.sets.len());
-        let scratch: Vec<Vec<bool>> = requests
+        let checks: Vec<Vec<Option<RunCodes>>> = requests
             .sets
-            .iter()
-            .map(|(&set, names)| match set {
-                FileSetId::Key => self.key_scratch(names.len()),
-                _ => Vec::new(),
+            .keys()
+            .map(|&set| match set {
+                FileSetId::Key => self.key_checks(runs),
+                _ => Ok(Vec::new()),
             })
-            .collect();
-        for ((&set, names), scratch) in requests.sets.iter().zip(&scratch) {
+            .collect::<Result<_>>()?;
+        for ((&set, names), checks) in requests.sets.iter().zip(&checks) {
             let fs = self.file_set(set).ok_or_else(|| match set {
                 FileSetId::Primary => {
                     Error::format(format!("{d}: primary columns listed but no primary file"))
@@ -401,49 +347,24 @@ impl OpenStore {
                 set: fs,
                 names,
                 ranges: sel.ranges(set),
-                scratch,
+                checks,
             });
         }
         let mut arrays = HashMap::new();
         for ((&set, names), cols) in requests.sets.iter().zip(read_sets(&reads, &self.arenas)?) {
             for (n, a) in names.iter().zip(cols) {
-                arrays.insert((set, n.clone()), a);
+                if let Some(a) = a {
+                    arrays.insert((set, n.clone()), a);
+                }
             }
         }
         Ok(ReadColumns { arrays })
     }
 
-    /// Which of the `n` key-set names (bin_id, trace_id [, cell_id], then coordinates and
-    /// other spot columns, as `requests` lists them) are only checked: the stored trace and
-    /// cell codes (the output's trace_id / cell_id come from the runs and categories).
-    fn key_scratch(&self, n: usize) -> Vec<bool> {
-        let codes = if self.tables.spots.cell_id.is_some() {
-            2
-        } else {
-            1
-        };
-        (0..n).map(|k| (1..=codes).contains(&k)).collect()
-    }
-
-    /// Checks the key codes against the runs and applies the chromosome filter (§15.2).
-    fn keys(&self, requests: &Requests, read: &ReadColumns, sel: &Selection) -> Result<Keys> {
-        let d = &self.store.display;
-        let key_names = requests
-            .sets
-            .get(&FileSetId::Key)
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
-        let key = |k: usize| -> Result<&ArrayRef> {
-            let name = key_names
-                .get(k)
-                .ok_or_else(|| Error::new(ErrorKind::Internal, "key column not requested"))?;
-            read.get(FileSetId::Key, name)
-        };
-        let n_bins = self.root.uchrom().n_bins as usize;
-        let bin_ids = key(0)?.clone();
-        check_bin_ids(bin_ids.as_ref(), n_bins, &format!("{d}: spots bin_id"))?;
+    /// The output runs of the selection: (trace code, cell code, rows) from the index.
+    fn runs(&self, sel: &Selection) -> Runs {
         let ix = &self.index;
-        let runs: Vec<(u32, Option<u32>, usize)> = sel
+        let runs = sel
             .runs
             .iter()
             .map(|&r| {
@@ -452,20 +373,53 @@ impl OpenStore {
                 (ix.trace_codes[r] as u32, cell, len)
             })
             .collect();
-        let trace_runs: Vec<(u32, usize)> = runs.iter().map(|r| (r.0, r.2)).collect();
-        check_run_codes(
-            key(1)?.as_ref(),
-            &trace_runs,
-            &format!("{d}: spots trace_id"),
-        )?;
+        Runs { runs }
+    }
+
+    /// The checks of the key-set names (bin_id, trace_id [, cell_id], then coordinates and
+    /// other spot columns, as `requests` lists them): the stored trace and cell codes are
+    /// only checked against the runs (the output's trace_id / cell_id come from the runs
+    /// and categories), by the tasks that decode them.
+    fn key_checks(&self, runs: &Runs) -> Result<Vec<Option<RunCodes>>> {
+        let d = &self.store.display;
+        let trace = runs.runs.iter().map(|r| (r.0, r.2));
+        let mut checks = vec![
+            None,
+            Some(RunCodes::new(trace, format!("{d}: spots trace_id"))),
+        ];
         if self.small.cell_cats.is_some() {
-            let cell_runs = runs
+            let cell = runs
+                .runs
                 .iter()
                 .map(|r| r.1.map(|c| (c, r.2)))
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| Error::format(format!("{d}: a run without a cell code")))?;
-            check_run_codes(key(2)?.as_ref(), &cell_runs, &format!("{d}: spots cell_id"))?;
+            checks.push(Some(RunCodes::new(cell, format!("{d}: spots cell_id"))));
         }
+        Ok(checks)
+    }
+
+    /// Checks the bin ids and applies the chromosome filter (§15.2); the stored trace / cell
+    /// codes were checked against `runs` as they were read.
+    fn keys(
+        &self,
+        requests: &Requests,
+        read: &ReadColumns,
+        sel: &Selection,
+        runs: Runs,
+    ) -> Result<Keys> {
+        let d = &self.store.display;
+        let key_names = requests
+            .sets
+            .get(&FileSetId::Key)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let bin_name = key_names
+            .first()
+            .ok_or_else(|| Error::new(ErrorKind::Internal, "key column not requested"))?;
+        let n_bins = self.root.uchrom().n_bins as usize;
+        let bin_ids = read.get(FileSetId::Key, bin_name)?.clone();
+        check_bin_ids(bin_ids.as_ref(), n_bins, &format!("{d}: spots bin_id"))?;
         let mask = sel.chrom_filter.map(|ch| {
             BooleanArray::from(
                 bin_ids
@@ -481,7 +435,7 @@ impl OpenStore {
             rows: bin_ids.len(),
             bin_ids,
             bin_idx: OnceLock::new(),
-            runs: Runs { runs },
+            runs,
         })
     }
 

@@ -22,6 +22,7 @@ use arrow_data::ArrayDataBuilder;
 use arrow_schema::DataType;
 
 use super::arenas::{Arenas, Mem};
+use super::codes::RunCodes;
 use super::files::FileSet;
 use crate::chromdata::access::pages;
 use crate::chromdata::access::parquet::CACHE_PER_FILE;
@@ -34,10 +35,16 @@ pub(crate) struct SetRead<'a> {
     pub(crate) set: &'a FileSet,
     pub(crate) names: &'a [String],
     pub(crate) ranges: &'a [(u64, u64)],
-    /// Names (by index) only checked, not part of the result: their fixed-width columns go
-    /// into a scratch allocation of their own, freed when the caller drops them (in the
-    /// result's arena they would stay resident as long as the result).
-    pub(crate) scratch: &'a [bool],
+    /// Names (by index) only checked, not part of the result: the stored trace / cell
+    /// codes, each checked against its runs by the task that decodes it (no memory of its
+    /// own: a scratch column of them sat beside the result at a full read's peak).
+    pub(crate) checks: &'a [Option<RunCodes>],
+}
+
+impl SetRead<'_> {
+    fn check(&self, k: usize) -> Option<&RunCodes> {
+        self.checks.get(k).and_then(Option::as_ref)
+    }
 }
 
 /// Rows `[src, src + len)` of a row group go to output rows `[dst, dst + len)`.
@@ -142,6 +149,8 @@ enum Dst<'a> {
     Fixed(Vec<&'a mut [MaybeUninit<u8>]>),
     /// Kept as slices, concatenated at the end.
     Slices,
+    /// Only checked against the runs (stored trace / cell codes), never kept.
+    Check(&'a RunCodes),
 }
 
 /// One decode: some columns of one row group of one read.
@@ -218,13 +227,7 @@ fn place(
     });
     match dst {
         Dst::Fixed(slices) => {
-            let w = width.ok_or_else(|| internal("fixed column without a width"))?;
-            if a.data_type().primitive_width() != Some(w) {
-                return Err(Error::format(format!(
-                    "{path}: column decoded as {}, other files of the set hold another type",
-                    a.data_type()
-                )));
-            }
+            let w = same_width(a, width, path)?;
             let data = a.to_data();
             let values = data
                 .buffers()
@@ -255,8 +258,28 @@ fn place(
                 out.slices.push((read, k, dst, a.slice(s - at, n)));
             }
         }
+        Dst::Check(codes) => {
+            let w = same_width(a, width, path)?;
+            for (i, s, n) in parts {
+                codes.check(&a.slice(s - at, n), pieces[i].dst + s - pieces[i].src)?;
+                *written += n * w;
+            }
+        }
     }
     Ok(())
+}
+
+/// The byte width of fixed-width `a`, which must be `width`, the set's type for the column
+/// (taken from its first file).
+fn same_width(a: &ArrayRef, width: Option<usize>, path: &str) -> Result<usize> {
+    let w = width.ok_or_else(|| internal("fixed column without a width"))?;
+    if a.data_type().primitive_width() != Some(w) {
+        return Err(Error::format(format!(
+            "{path}: column decoded as {}, other files of the set hold another type",
+            a.data_type()
+        )));
+    }
+    Ok(w)
 }
 
 /// Runs one task: decode (or take from the cache), copy the pieces batch by batch.
@@ -397,9 +420,9 @@ impl Drop for ArenaMemory {
 }
 
 impl Arena {
-    /// The arena of the fixed-width columns `(read, name)` that `pick` accepts, from
-    /// `pool` when one is given (else fresh memory, freed with the buffer).
-    fn new(plans: &[SetPlan], pool: Option<&Arenas>, pick: impl Fn(usize, usize) -> bool) -> Arena {
+    /// The arena of the fixed-width columns `(read, name)` that `pick` accepts: memory
+    /// kept by `pool` when some fits, else fresh.
+    fn new(plans: &[SetPlan], pool: &Arenas, pick: impl Fn(usize, usize) -> bool) -> Arena {
         let mut len = 0usize;
         let cols = plans
             .iter()
@@ -422,7 +445,7 @@ impl Arena {
         // malloc's 16-byte alignment when not huge: the column offsets are then 16-byte
         // aligned, enough for every fixed-width Arrow type.
         let total = if huge { len + HUGE } else { len };
-        let kept = pool.and_then(|p| p.take(total));
+        let kept = pool.take(total);
         let reused = kept.is_some();
         let mut mem: Mem = kept.unwrap_or_else(|| Vec::with_capacity(total));
         // SAFETY: MaybeUninit<u8> needs no initialisation and `total <= capacity` (a kept
@@ -478,7 +501,7 @@ impl Arena {
     fn into_buffer(
         self,
         written: &HashMap<(usize, usize), usize>,
-        pool: Option<&Arc<Arenas>>,
+        pool: &Arc<Arenas>,
     ) -> Result<(Buffer, ColumnSpans)> {
         for (r, row) in self.cols.iter().enumerate() {
             for (k, c) in row.iter().enumerate() {
@@ -504,7 +527,7 @@ impl Arena {
         let buf = unsafe {
             let owner = ArenaMemory {
                 mem: self.mem,
-                pool: pool.map_or_else(Weak::new, Arc::downgrade),
+                pool: Arc::downgrade(pool),
             };
             Buffer::from_custom_allocation(ptr, self.len, Arc::new(owner))
         };
@@ -540,22 +563,18 @@ fn carve<'a>(buf: &'a mut [MaybeUninit<u8>], w: usize, plan: &SetPlan) -> GroupS
 /// threads' pooled buffers are freed when its decoding ends.
 const RELEASE_AFTER: usize = 16 << 20;
 
-/// Reads every `SetRead`, returning one array per name per read (types as stored).
-/// Large arenas come from, and go back to, `pool`.
-pub(crate) fn read_sets(reads: &[SetRead<'_>], pool: &Arc<Arenas>) -> Result<Vec<Vec<ArrayRef>>> {
+/// Reads every `SetRead`, returning one array per name per read (types as stored; `None`
+/// for the names only checked). Large arenas come from, and go back to, `pool`.
+pub(crate) fn read_sets(
+    reads: &[SetRead<'_>],
+    pool: &Arc<Arenas>,
+) -> Result<Vec<Vec<Option<ArrayRef>>>> {
     let plans = reads.iter().map(plan_set).collect::<Result<Vec<_>>>()?;
-    // The fixed-width columns, at their final size: the result's, and the checked-only.
-    let scratch = |r: usize, k: usize| reads[r].scratch.get(k).copied().unwrap_or(false);
-    let mut arena = Arena::new(&plans, Some(pool), |r, k| !scratch(r, k));
-    let mut checked = Arena::new(&plans, None, scratch);
+    let checked_bytes = check_plans(reads, &plans)?;
+    // The fixed-width columns of the result, at their final size.
+    let mut arena = Arena::new(&plans, pool, |r, k| reads[r].check(k).is_none());
     let outs = {
-        let columns = arena
-            .columns()
-            .into_iter()
-            .zip(checked.columns())
-            .map(|(a, b)| a.into_iter().zip(b).map(|(a, b)| a.or(b)).collect())
-            .collect();
-        let tasks = make_tasks(reads, &plans, columns);
+        let tasks = make_tasks(reads, &plans, arena.columns());
         // At a URL, groups are fetched (and decoded) up to `max_concurrency` at once.
         let io = reads
             .iter()
@@ -571,11 +590,14 @@ pub(crate) fn read_sets(reads: &[SetRead<'_>], pool: &Arc<Arenas>) -> Result<Vec
         // them saved nothing measurable on repeated reads (quiet A/B, 3 x 30 reads each).
         // Bulk reads only (a result of RELEASE_AFTER or more): a point query keeps them for
         // the next (get_trace at 10 M x 60 re-allocating them every query: 19-22 -> 24.7 ms).
-        if arena.len + checked.len >= RELEASE_AFTER {
+        if arena.len + checked_bytes >= RELEASE_AFTER {
             pages::release_buffers();
             if threads > 1 {
                 crate::pool::pool(threads)?.broadcast(|_| pages::release_buffers());
             }
+            // Freed, they stay resident in the decoding threads' malloc arenas, where the
+            // output columns made next on this thread cannot reuse them.
+            crate::memory::release_free_memory();
         }
         outs
     };
@@ -602,28 +624,36 @@ pub(crate) fn read_sets(reads: &[SetRead<'_>], pool: &Arc<Arenas>) -> Result<Vec
         decoded.extend(o.decoded);
     }
     remember(reads, &plans, &decoded, kept);
+    // Every row of a checked column was checked.
+    for (r, plan) in plans.iter().enumerate() {
+        for (k, (_, w)) in plan.types.iter().enumerate() {
+            if reads[r].check(k).is_some()
+                && written.get(&(r, k)).copied().unwrap_or(0) != plan.rows * w.unwrap_or(0)
+            {
+                return Err(internal("a checked column was not read whole"));
+            }
+        }
+    }
     // Assemble each column.
-    let (buffer, offsets) = arena.into_buffer(&written, Some(pool))?;
-    let (scratch_buffer, scratch_offsets) = checked.into_buffer(&written, None)?;
+    let (buffer, offsets) = arena.into_buffer(&written, pool)?;
     let mut result = Vec::with_capacity(reads.len());
     for (r, plan) in plans.iter().enumerate() {
         let mut cols = Vec::with_capacity(plan.types.len());
         for (k, (t, _)) in plan.types.iter().enumerate() {
-            let placed = match (offsets[r][k], scratch_offsets[r][k]) {
-                (Some(at), _) => Some((&buffer, at)),
-                (None, Some(at)) => Some((&scratch_buffer, at)),
-                (None, None) => None,
-            };
-            let a = match placed {
-                Some((buf, (off, len))) => fixed_array(
+            if reads[r].check(k).is_some() {
+                cols.push(None);
+                continue;
+            }
+            let a = match offsets[r][k] {
+                Some((off, len)) => fixed_array(
                     t,
-                    buf.slice_with_length(off, len),
+                    buffer.slice_with_length(off, len),
                     plan.rows,
                     nulls.remove(&(r, k)),
                 )?,
                 None => concat_slices(slices.remove(&(r, k)).unwrap_or_default())?,
             };
-            cols.push(a);
+            cols.push(Some(a));
         }
         if plan.types.is_empty() {
             return Err(internal("read of zero rows"));
@@ -633,10 +663,29 @@ pub(crate) fn read_sets(reads: &[SetRead<'_>], pool: &Arc<Arenas>) -> Result<Vec
     Ok(result)
 }
 
+/// Checks that every checked-only column of `reads` holds integers and that its runs cover
+/// the read's rows; returns the bytes of those columns (read, never kept).
+fn check_plans(reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<usize> {
+    let mut bytes = 0usize;
+    for (read, plan) in reads.iter().zip(plans) {
+        for (k, (t, w)) in plan.types.iter().enumerate() {
+            let Some(codes) = read.check(k) else {
+                continue;
+            };
+            codes.check_type(t)?;
+            if codes.rows() != plan.rows {
+                return Err(internal("runs and rows of a read differ"));
+            }
+            bytes += plan.rows * w.unwrap_or(0);
+        }
+    }
+    Ok(bytes)
+}
+
 /// The tasks of a read: one per touched group, split by columns when there are fewer
 /// groups to decode than twice the threads (point queries), so that both cores work.
 fn make_tasks<'a>(
-    reads: &[SetRead<'_>],
+    reads: &'a [SetRead<'_>],
     plans: &[SetPlan],
     columns: Vec<Vec<Option<&'a mut [MaybeUninit<u8>]>>>,
 ) -> Vec<Task<'a>> {
@@ -675,9 +724,10 @@ fn make_tasks<'a>(
         let n_cols = plans[r].types.len();
         let mut cols: Vec<(usize, Dst<'a>)> = (0..n_cols)
             .map(|k| {
-                let d = match dst[r][k].as_mut() {
-                    Some(per_group) => Dst::Fixed(std::mem::take(&mut per_group[gi])),
-                    None => Dst::Slices,
+                let d = match (dst[r][k].as_mut(), reads[r].check(k)) {
+                    (_, Some(codes)) => Dst::Check(codes),
+                    (Some(per_group), None) => Dst::Fixed(std::mem::take(&mut per_group[gi])),
+                    (None, None) => Dst::Slices,
                 };
                 (k, d)
             })

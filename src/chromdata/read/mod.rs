@@ -12,6 +12,7 @@
 
 mod arenas;
 mod assemble;
+mod codes;
 mod components;
 mod files;
 mod gather;
