@@ -13,8 +13,8 @@ use arrow_array::{
     StringArray,
 };
 use arrow_schema::DataType;
-use chromdata_common::assert_same;
 use chromdata_common::spots::{batch_of, expected, make_spots, Rng, Spots};
+use chromdata_common::{assert_same, tree_bytes};
 use deltacells::chromdata::{ChromData, ChromDataWriter, Columns, Layout, WriterOptions};
 use deltacells::ErrorKind;
 
@@ -155,29 +155,6 @@ fn float32_coordinates() {
     assert_eq!(cd.info().coord_bits, 32);
     let got = cd.read_spots(true, &Columns::All).unwrap();
     assert_same(&got, &expected(&s, true), "float32");
-}
-
-fn tree_bytes(root: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    if root.is_file() {
-        return vec![(String::new(), std::fs::read(root).unwrap())];
-    }
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push((
-                    p.strip_prefix(root).unwrap().display().to_string(),
-                    std::fs::read(&p).unwrap(),
-                ));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 #[test]

@@ -6,6 +6,8 @@
 //!
 //! One test function in this file, so no other test's allocations run beside it.
 
+mod chromdata_common;
+
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -171,24 +173,6 @@ fn write_peak(
     (PEAK.load(Relaxed) - before, runs)
 }
 
-/// Every Parquet file under `dir`, by path relative to it.
-fn parquet_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                todo.push(p);
-            } else if p.extension().is_some_and(|x| x == "parquet") {
-                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// A Parquet file's rows in one batch, and whether any of its column chunks has a
 /// dictionary page.
 fn parquet_rows(path: &Path) -> (RecordBatch, bool) {
@@ -209,22 +193,29 @@ fn parquet_rows(path: &Path) -> (RecordBatch, bool) {
 /// one; under the large one some columns of the spot files are dictionary-encoded, under
 /// the small one none is (the column writers' dictionaries would not fit).
 fn same_rows_without_dictionaries(small: &Path, large: &Path, what: &str) {
-    let files = parquet_files(large);
-    assert_eq!(parquet_files(small), files, "{what}: the same files");
+    let parquet = |dir: &Path| -> Vec<String> {
+        let files = chromdata_common::tree_files(dir);
+        files
+            .into_iter()
+            .filter(|f| f.ends_with(".parquet"))
+            .collect()
+    };
+    let files = parquet(large);
+    assert_eq!(parquet(small), files, "{what}: the same files");
     let mut large_dict = false;
     for rel in &files {
         let (a, a_dict) = parquet_rows(&small.join(rel));
         let (b, b_dict) = parquet_rows(&large.join(rel));
-        assert!(a == b, "{what}: {} holds other rows", rel.display());
+        assert!(a == b, "{what}: {rel} holds other rows");
         // The spot-aligned files (the small tables are written whole, outside the plan).
-        let spot_file = rel.components().nth(1).is_some_and(|c| {
+        let spot_file = Path::new(rel).components().nth(1).is_some_and(|c| {
             let c = c.as_os_str().to_string_lossy();
             ["spots", "spot_tracks", "primary", "coords"]
                 .iter()
                 .any(|f| *c == **f || c.strip_suffix(".parquet") == Some(f))
         });
         if spot_file {
-            assert!(!a_dict, "{what}: {} is dictionary-encoded", rel.display());
+            assert!(!a_dict, "{what}: {rel} is dictionary-encoded");
             large_dict |= b_dict;
         }
     }

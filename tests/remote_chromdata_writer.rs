@@ -13,8 +13,8 @@ mod remote_support;
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 
-use chromdata_common::assert_same;
 use chromdata_common::spots::{batch_of, expected, make_spots, Spots};
+use chromdata_common::{assert_same, tree_bytes};
 use deltacells::chromdata::{ChromData, ChromDataWriter, Columns, Layout, WriterOptions};
 use deltacells::ffi::*;
 use deltacells::storage::Root;
@@ -74,28 +74,6 @@ fn download(url: &str, s3_opts: &[String], local: &Path) {
         std::fs::create_dir_all(local).unwrap();
         download_dir(&root, local);
     }
-}
-
-/// Every file of a store (a `.cdz` file or a tree) with its bytes, sorted.
-fn tree_bytes(root: &Path) -> Vec<(String, Vec<u8>)> {
-    if root.is_file() {
-        return vec![(String::new(), std::fs::read(root).unwrap())];
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().to_string_lossy();
-                out.push((rel.replace('\\', "/"), std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// The independent Python reader's spots of a local store (None: Python tests skipped).

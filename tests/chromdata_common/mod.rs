@@ -254,3 +254,38 @@ pub fn run(cd: &ChromData, q: &Value) -> deltacells::Result<arrow_array::RecordB
         k => panic!("unknown query kind {k}"),
     }
 }
+
+/// Every file under `root` (a directory tree), by its path relative to `root` with `/`
+/// separators, sorted.
+pub fn tree_files(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy();
+                out.push(rel.replace('\\', "/"));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every file of a store (a `.cdz` file: one entry named ""; or a tree) with its bytes,
+/// sorted by path.
+pub fn tree_bytes(root: &Path) -> Vec<(String, Vec<u8>)> {
+    if root.is_file() {
+        return vec![(String::new(), std::fs::read(root).unwrap())];
+    }
+    tree_files(root)
+        .into_iter()
+        .map(|rel| {
+            let bytes = std::fs::read(root.join(&rel)).unwrap();
+            (rel, bytes)
+        })
+        .collect()
+}
