@@ -318,17 +318,29 @@ fn blocked_convert(dir: &TempDir) -> (std::process::Child, u32) {
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: a NUL-terminated path alive for the call.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let parent = Command::new(BIN)
-        .args([
-            "convert",
-            fifo.to_str().unwrap(),
-            dir.join("out.dc").to_str().unwrap(),
-        ])
-        .args(["--matrix", "X"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "convert",
+        fifo.to_str().unwrap(),
+        dir.join("out.dc").to_str().unwrap(),
+    ])
+    .args(["--matrix", "X"])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    // The CLI starts with SIGINT and SIGTERM at their default actions, whatever this test
+    // inherited: a test run in the background of a shell without job control starts with
+    // SIGINT ignored, which the CLI keeps ignored (as documented), so SIGINT would never
+    // reach its child (seen: the child ended by the hang watchdog after 60 s instead).
+    // SAFETY: signal(2) is async-signal-safe and touches no memory of this process.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let parent = cmd.spawn().unwrap();
     let mut child = 0;
     wait_until("the isolated child to start", || {
         child = children_of(parent.id()).first().copied().unwrap_or(0);
