@@ -717,7 +717,7 @@ fn recode(path: &Path, column: &str, row: usize) -> (i64, i64) {
 }
 
 /// A stored trace / cell code that disagrees with its run in the index is refused by any
-/// read that meets it, all columns or coords only, on one thread or two: a format error
+/// read that meets it, all columns or coords only, every time: a format error
 /// naming the column, the code, the selected row and the run's code (the codes are checked
 /// while they are decoded and never kept; issue 17, item 4). Reads that do not meet the
 /// row still answer.
