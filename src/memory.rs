@@ -72,10 +72,11 @@ pub(crate) fn try_reserve_huge(
 
 /// Returns the free memory the C allocator keeps to the system, where that allocator is
 /// glibc's (elsewhere a no-op). The ChromData writer calls it after freeing its buffer
-/// (after each spilled run, and before the merge), the ChromData reader after a bulk read's
+/// (before the merge), the ChromData reader after a bulk read's
 /// decoding (the decoding threads' freed buffers, before the output columns are made on the
 /// calling thread): it changes no allocator setting, it only releases pages no allocation
-/// uses.
+/// uses. Not after every spilled run: the next buffer is allocated on the same thread and
+/// reuses those pages, and returning them made each run fault them back in.
 ///
 /// Why: glibc gives every thread that allocates its own arena and keeps freed memory in
 /// that arena. The writer's unsorted buffer (up to 40 % of its budget) is allocated and

@@ -20,8 +20,9 @@ use super::derived::decide_storage;
 use super::index_arrays::{write_index, zarr_store, SourceRows};
 use super::merge::{merge, merge_passes, Finalizer};
 use super::metadata::{write_group, write_metadata, StoreFacts};
+use super::queued_file::QUEUE_DEPTH;
 use super::row_groups::{plan, Plan};
-use super::runs::{spill_batch_rows, RunOrder, RunSource, SPILL_DIR};
+use super::runs::{spill_batch_rows, spill_write_buffer, RunOrder, RunSource, SPILL_DIR};
 use super::sinks::{SinkChoices, Sinks, StoredColumns};
 use super::target::Target;
 use crate::chromdata::spec::{self, FloatType, Layout, Storage};
@@ -67,6 +68,7 @@ pub(crate) fn write_store(mut inp: Collected) -> Result<usize> {
         order,
         sizes.fan_in,
         spill_batch_rows(inp.row_bytes.max(1), inp.available),
+        spill_write_buffer(inp.available),
         &spill,
     )?;
     let run_files: Vec<PathBuf> = runs
@@ -79,6 +81,7 @@ pub(crate) fn write_store(mut inp: Collected) -> Result<usize> {
     let choices = SinkChoices {
         coords_row_group_size: sizes.tc,
         dictionaries: sizes.dictionaries,
+        file_buffer: sizes.file_buffer,
     };
     let mut sinks = Sinks::open(&inp, &root, &fin.schema, fv, &plan, &cols, choices)?;
     let src = write_rows(
@@ -169,6 +172,8 @@ struct Sizes {
     fan_in: usize,
     /// Whether the files' columns may be dictionary-encoded (the layout's choice) or none is.
     dictionaries: bool,
+    /// Write buffer of each Parquet file.
+    file_buffer: usize,
 }
 
 impl Sizes {
@@ -286,9 +291,23 @@ impl Sizes {
         let block_bytes = MERGE_BLOCK_BYTES.min(inp.available / 16);
         let block_rows = ((block_bytes / row_bytes) as usize).clamp(256, BLOCK_ROWS);
         let batch_bytes = runs.iter().map(|r| r.batch_bytes).max().unwrap_or(0).max(1);
+        // Files open at once, at most: spots, spot_tracks and each layer's file (of every
+        // chromosome for 2.1) and, for 2.2, every coords partition. Their write buffers
+        // share a sixteenth of the budget, at most 1 MiB each: with std's 8 KiB, the
+        // kernel zeroed the rest of each new page-cache folio a write began (ext4). The
+        // write thread's queue holds up to 2 * QUEUE_DEPTH + 1 more (queued, being
+        // written, kept for reuse).
+        let per_set = 2 + inp.layer_keys.len() as u64;
+        let n_files = match layout {
+            Layout::Flat => per_set,
+            Layout::Partitioned => n_chroms * per_set,
+            Layout::PrimaryCoords => per_set + n_chroms,
+        };
+        let file_buffer = (inp.available / 16 / n_files.max(1)).clamp(8 << 10, 1 << 20);
         let merge_mem = inp
             .available
             .saturating_sub(sink_bytes(t, tc))
+            .saturating_sub((n_files + 2 * QUEUE_DEPTH as u64 + 1) * file_buffer)
             .saturating_sub(4 * block_rows as u64 * row_bytes);
         let fan_in = ((merge_mem / (4 * batch_bytes)) as usize).max(2);
         Sizes {
@@ -297,6 +316,7 @@ impl Sizes {
             block_rows,
             fan_in,
             dictionaries,
+            file_buffer: file_buffer as usize,
         }
     }
 }
@@ -501,8 +521,10 @@ fn write_cdz(dir: &Path, out: &Path) -> Result<()> {
         |e: zip::result::ZipError| Error::new(ErrorKind::Io, format!("{}: {e}", out.display()));
     let f = File::create(out).map_err(|e| Error::io(out, &e))?;
     let error = Rc::new(RefCell::new(None));
+    // Members are copied in 8 KiB reads; 1 MiB writes keep the kernel from zeroing the
+    // rest of each new page-cache folio a small write began (see `Sizes::choose`).
     let mut z = zip::ZipWriter::new(CdzFile {
-        inner: BufWriter::new(f),
+        inner: BufWriter::with_capacity(1 << 20, f),
         pos: 0,
         end: 0,
         error: error.clone(),

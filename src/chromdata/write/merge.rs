@@ -272,6 +272,7 @@ pub(crate) fn merge_passes(
     order: RunOrder,
     fan_in: usize,
     out_rows: usize,
+    write_buffer: usize,
     dir: &Path,
 ) -> Result<(Vec<RunSource>, usize)> {
     let fan_in = fan_in.max(2);
@@ -299,8 +300,11 @@ pub(crate) fn merge_passes(
             let ioerr = |e: arrow_schema::ArrowError| {
                 Error::new(ErrorKind::Io, format!("{}: {e}", path.display()))
             };
-            let mut w = arrow_ipc::writer::FileWriter::try_new(BufWriter::new(f), &fin.schema)
-                .map_err(ioerr)?;
+            let mut w = arrow_ipc::writer::FileWriter::try_new(
+                BufWriter::with_capacity(write_buffer, f),
+                &fin.schema,
+            )
+            .map_err(ioerr)?;
             let mut batch_bytes = 0u64;
             merge(group, fin, order, out_rows, |b| {
                 batch_bytes = batch_bytes.max(b.get_array_memory_size() as u64);

@@ -6,7 +6,6 @@
 //! closed and appended in the same order), so they do not depend on the threads.
 
 use std::fs::File;
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -19,6 +18,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::writer::SerializedFileWriter;
 
 use super::parquet_file::props;
+use super::queued_file::{FileIo, SinkFile};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Which columns of a file are dictionary-encoded (the parquet crate's default is all).
@@ -52,7 +52,7 @@ impl Dictionary {
 /// A Parquet file of the store written block by block, cut into the planned row groups.
 pub(crate) struct ParquetSink {
     path: PathBuf,
-    file: Option<SerializedFileWriter<BufWriter<File>>>,
+    file: Option<SerializedFileWriter<SinkFile>>,
     factory: ArrowRowGroupWriterFactory,
     /// Columns of the final batch this file stores, in file order.
     cols: Vec<usize>,
@@ -78,7 +78,8 @@ struct Segment {
 impl ParquetSink {
     /// A file `tables/<rel>` under `root` with the columns `cols` ((column of the final
     /// batch, stored name)) of `fin_schema`, cut into `groups`; the columns `dictionary`
-    /// names dictionary-encoded.
+    /// names dictionary-encoded, written as `io` says.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         root: &Path,
         rel: &str,
@@ -87,6 +88,7 @@ impl ParquetSink {
         groups: Vec<u64>,
         part: Option<usize>,
         dictionary: Dictionary,
+        io: &FileIo,
     ) -> Result<ParquetSink> {
         let path = root.join("tables").join(rel);
         if let Some(d) = path.parent() {
@@ -105,7 +107,7 @@ impl ParquetSink {
         // The ArrowWriter sets up the file (schema, Arrow schema metadata) exactly as a
         // plain ArrowWriter of these columns would; its parts then write the row groups.
         let (file, factory) =
-            ArrowWriter::try_new(BufWriter::new(f), schema.clone(), Some(props(&dict_off)))
+            ArrowWriter::try_new(io.open(f), schema.clone(), Some(props(&dict_off)))
                 .and_then(|w| w.into_serialized_writer())
                 .map_err(ioerr)?;
         Ok(ParquetSink {
@@ -238,8 +240,7 @@ impl ParquetSink {
         }
         if let Some(w) = self.file.take() {
             let inner = w.into_inner().map_err(|e| self.err(e))?;
-            let f = inner.into_inner().map_err(|e| self.err(e.error()))?;
-            f.sync_all().map_err(|e| self.err(e))?;
+            inner.finish().map_err(|e| self.err(e))?;
         }
         Ok(())
     }
@@ -333,6 +334,7 @@ pub(crate) fn write_blocks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chromdata::write::queued_file::WriteQueue;
     use arrow_array::{Float32Array, Float64Array, Int16Array, Int32Array};
 
     /// A block of `n` rows from `lo`: int32, int16 with nulls, float32 with few distinct
@@ -368,8 +370,12 @@ mod tests {
             Dictionary::Off => vec!["a".into(), "b".into(), "c".into(), "d".into()],
         };
         let f = File::create(path).unwrap();
-        let mut w =
-            ArrowWriter::try_new(BufWriter::new(f), all.schema(), Some(props(&dict_off))).unwrap();
+        let mut w = ArrowWriter::try_new(
+            std::io::BufWriter::new(f),
+            all.schema(),
+            Some(props(&dict_off)),
+        )
+        .unwrap();
         let mut off = 0;
         for &g in groups {
             w.write(&all.slice(off, g as usize)).unwrap();
@@ -406,6 +412,11 @@ mod tests {
             {
                 for threaded in [false, true] {
                     let rel = format!("t{k}-{threaded}-{dictionary:?}.parquet");
+                    // Threaded: also through the write thread, in small buffers.
+                    let io = FileIo {
+                        buffer: if threaded { 1000 } else { 8 << 10 },
+                        queue: threaded.then(|| WriteQueue::start().unwrap()),
+                    };
                     let mut sinks = vec![ParquetSink::new(
                         &dir,
                         &rel,
@@ -414,6 +425,7 @@ mod tests {
                         groups.clone(),
                         None,
                         dictionary,
+                        &io,
                     )
                     .unwrap()];
                     let mut lo = 0;
@@ -439,6 +451,10 @@ mod tests {
             vec![10],
             None,
             Dictionary::NotFloats,
+            &FileIo {
+                buffer: 8 << 10,
+                queue: None,
+            },
         )
         .unwrap()];
         let e = write_blocks(&mut sinks, &[Some(&block(0, 11))], None).unwrap_err();

@@ -22,6 +22,14 @@ const SPILL_BATCH_BYTES: u64 = 256 << 10;
 
 /// Rows per spill batch for rows of `row_bytes` bytes: about `SPILL_BATCH_BYTES`, less
 /// under small budgets (`available` bytes), so that the merge can hold a batch per run.
+/// Write buffer of one spill file for `available` bytes of budget: a sixty-fourth of it,
+/// 64 KiB to 1 MiB. With std's 8 KiB, the kernel zeroed the rest of each new page-cache
+/// folio an 8 KiB write began (ext4): at 10 M x 60 the spill writes took ~3x the system
+/// time they take with 1 MiB writes (docs/performance.md).
+pub(crate) fn spill_write_buffer(available: u64) -> usize {
+    (available / 64).clamp(64 << 10, 1 << 20) as usize
+}
+
 pub(crate) fn spill_batch_rows(row_bytes: u64, available: u64) -> usize {
     let bytes = SPILL_BATCH_BYTES.min(available / 64).max(16 << 10);
     (bytes / row_bytes.max(1)).clamp(64, 4096) as usize
@@ -93,6 +101,8 @@ pub(crate) struct RunWriter {
     pub(crate) threads: usize,
     /// The file of the run, or None to keep it in memory.
     pub(crate) path: Option<PathBuf>,
+    /// Write buffer of each of its files ([`spill_write_buffer`]).
+    pub(crate) write_buffer: usize,
 }
 
 /// Path of the `n`-th spilled run in the temporary directory `tmp`.
@@ -304,8 +314,11 @@ pub(crate) fn sort_into_run(
         };
         let gschema = Arc::new(Schema::new(schema.fields()[cols.clone()].to_vec()));
         let f = File::create(&path).map_err(|e| Error::io(&path, &e))?;
-        let mut w =
-            arrow_ipc::writer::FileWriter::try_new(BufWriter::new(f), &gschema).map_err(ioerr)?;
+        let mut w = arrow_ipc::writer::FileWriter::try_new(
+            BufWriter::with_capacity(out.write_buffer, f),
+            &gschema,
+        )
+        .map_err(ioerr)?;
         let mut bytes = 0u64;
         for ks in keys.chunks(rows_per) {
             let idx: Vec<(usize, usize)> =

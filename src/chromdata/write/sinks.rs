@@ -15,6 +15,7 @@ use super::collected::Collected;
 use super::columns::Group;
 use super::parquet_file::write_parquet;
 use super::parquet_sink::{write_blocks, Dictionary, ParquetSink};
+use super::queued_file::FileIo;
 use super::row_groups::{Partition, Plan};
 use crate::chromdata::spec::{self, chrom_dirs, portable, FloatType, Layout, Storage, AXES};
 use crate::error::{Error, ErrorKind, Result};
@@ -138,6 +139,8 @@ pub(crate) struct SinkChoices {
     pub(crate) coords_row_group_size: u64,
     /// Whether columns may be dictionary-encoded (the layout's default) or none is.
     pub(crate) dictionaries: bool,
+    /// Write buffer of each file.
+    pub(crate) file_buffer: usize,
 }
 
 /// Opens sinks in the temporary store `root` for the final batches of `fin_schema`.
@@ -149,6 +152,7 @@ struct SinkMaker<'a> {
     layer_names: Vec<String>,
     /// False when the memory plan leaves no room for dictionary encoders (`Sizes::choose`).
     dictionaries: bool,
+    io: FileIo,
 }
 
 impl SinkMaker<'_> {
@@ -173,6 +177,7 @@ impl SinkMaker<'_> {
             groups.to_vec(),
             part,
             dictionary,
+            &self.io,
         )
     }
 
@@ -210,6 +215,7 @@ impl Sinks {
         let SinkChoices {
             coords_row_group_size,
             dictionaries,
+            file_buffer,
         } = choices;
         let chrom_dirs = chrom_dirs(&inp.chrom_names);
         let maker = SinkMaker {
@@ -224,6 +230,7 @@ impl Sinks {
                     .collect::<Vec<_>>(),
             ),
             dictionaries,
+            io: FileIo::new(file_buffer, inp.threads)?,
         };
         let mut s = Sinks::empty(inp, cols);
         let part_meta = |parts: &[Partition]| -> Vec<spec::Partition> {
