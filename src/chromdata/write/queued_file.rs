@@ -13,9 +13,9 @@ use std::io::{self, BufWriter, Write};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 
-/// Full buffers waiting for the write thread, at most (on top of the one it writes and
-/// each file's own): what the queue adds to the writer's memory is
-/// `(QUEUE_DEPTH + 1)` buffers.
+/// Full buffers waiting for the write thread, at most. Besides each file's own buffer the
+/// queue holds up to `2 * QUEUE_DEPTH + 1`: waiting, being written, and written ones kept
+/// for reuse (at most `QUEUE_DEPTH`); the writer's memory plan counts them.
 pub(crate) const QUEUE_DEPTH: usize = 4;
 
 /// A file of the store and the first error writing it.
