@@ -255,7 +255,10 @@ typedef int32_t dc_writer_param;
 
 /**
  * Worker threads (>= 0; 0 = `DELTACELLS_NUM_THREADS`, else all cores). The output does
- * not depend on it.
+ * not depend on it. With more than one, finishing also runs up to three helper threads
+ * for its duration (the merge's block encoder, the writer of the store's files, the
+ * removal of spilled runs), which mostly wait on the workers; with one, all work runs on
+ * the calling thread.
  */
 #define DC_CDW_THREADS 4
 

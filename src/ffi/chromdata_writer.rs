@@ -42,7 +42,10 @@ pub const DC_CDW_LAYOUT: dc_chromdata_writer_param = 2;
 /// store: any other existing path is always refused). Before finish.
 pub const DC_CDW_OVERWRITE: dc_chromdata_writer_param = 3;
 /// Worker threads (>= 0; 0 = `DELTACELLS_NUM_THREADS`, else all cores). The output does
-/// not depend on it.
+/// not depend on it. With more than one, finishing also runs up to three helper threads
+/// for its duration (the merge's block encoder, the writer of the store's files, the
+/// removal of spilled runs), which mostly wait on the workers; with one, all work runs on
+/// the calling thread.
 pub const DC_CDW_THREADS: dc_chromdata_writer_param = 4;
 
 /// Takes `array` (so that it is released on every path), imports it with `schema` as a

@@ -27,6 +27,10 @@ pub struct WriterOptions {
     /// Replace an existing store at the target path.
     pub overwrite: bool,
     /// Worker threads (0 = `DELTACELLS_NUM_THREADS` or all cores). Output does not depend on it.
+    /// With more than one, `finish` also runs up to three helper threads for its duration
+    /// (the merge's block encoder, the writer of the store's files, the removal of spilled
+    /// runs), which mostly wait on the workers; with one, all work runs on the calling
+    /// thread.
     pub threads: usize,
     /// Target rows per row group `T` (0 = the layout's default: 65,536 flat and 2.2
     /// primary, 16,384 partitioned).
