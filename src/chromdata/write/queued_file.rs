@@ -47,11 +47,15 @@ enum Job {
 }
 
 /// The write thread of one store write. It ends when the queue and every file made from it
-/// are dropped.
+/// are dropped; dropping the queue after its files joins it (a library must not leave a
+/// thread running its code behind, e.g. for a host that unloads it).
 pub(crate) struct WriteQueue {
     jobs: SyncSender<Job>,
     /// Buffers the thread has written, for reuse.
     spare: Arc<Mutex<Vec<Vec<u8>>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// One more reference per file not yet finished or dropped.
+    files: Arc<()>,
 }
 
 impl WriteQueue {
@@ -60,14 +64,19 @@ impl WriteQueue {
         let (jobs, rx) = sync_channel::<Job>(QUEUE_DEPTH);
         let spare = Arc::new(Mutex::new(Vec::new()));
         let theirs = spare.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("deltacells-write".into())
             .spawn(move || {
                 // A panic here (none is expected: only std's file calls run) must not be
                 // printed; the files' senders then fail and report it.
                 let _ = crate::contain::catch(move || run(rx, &theirs));
             })?;
-        Ok(WriteQueue { jobs, spare })
+        Ok(WriteQueue {
+            jobs,
+            spare,
+            thread: Some(thread),
+            files: Arc::new(()),
+        })
     }
 
     /// `file`, written by the thread through buffers of `buffer` bytes.
@@ -81,6 +90,22 @@ impl WriteQueue {
             spare: self.spare.clone(),
             buf: Vec::new(),
             cap: buffer.max(1),
+            _alive: self.files.clone(),
+        }
+    }
+}
+
+impl Drop for WriteQueue {
+    fn drop(&mut self) {
+        // The thread ends once it has written what is queued and every sender is gone:
+        // this one, and those of the files. With a file still alive it would wait, so the
+        // thread is then left to end by itself when that file goes.
+        let (closed, _) = sync_channel(0);
+        drop(std::mem::replace(&mut self.jobs, closed));
+        if Arc::strong_count(&self.files) == 1 {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
         }
     }
 }
@@ -119,6 +144,8 @@ pub(crate) struct QueuedFile {
     spare: Arc<Mutex<Vec<Vec<u8>>>>,
     buf: Vec<u8>,
     cap: usize,
+    /// Counts this file in its queue's `files` while it lives.
+    _alive: Arc<()>,
 }
 
 impl QueuedFile {
@@ -288,6 +315,18 @@ mod tests {
                 .unwrap();
             assert_eq!(&got, want, "file {f}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_outliving_its_queue_is_still_written_and_the_drop_does_not_wait() {
+        let dir = fresh_dir("outlive");
+        let q = WriteQueue::start().unwrap();
+        let mut f = q.file(File::create(dir.join("late")).unwrap(), 16);
+        drop(q);
+        f.write_all(&[7u8; 100]).unwrap();
+        f.finish().unwrap();
+        assert_eq!(std::fs::read(dir.join("late")).unwrap(), vec![7u8; 100]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

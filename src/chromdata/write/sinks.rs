@@ -130,6 +130,9 @@ pub(crate) struct Sinks {
     pub(crate) spot_files: SpotFilesMeta,
     pub(crate) tracks_meta: Option<spec::TracksEntry>,
     pub(crate) layers_meta: Vec<spec::LayerEntry>,
+    /// How the files are written; after `list` so that the files go first when the sinks
+    /// are dropped (the write thread is then joined, see `queued_file`).
+    io: Option<FileIo>,
 }
 
 /// What the memory plan of `finish` decided for the sinks.
@@ -341,6 +344,7 @@ impl Sinks {
             }
         }
         s.project_parts(fin_schema.fields().len() - 1);
+        s.io = Some(maker.io);
         Ok(s)
     }
 
@@ -357,6 +361,7 @@ impl Sinks {
                 columns: Vec::new(),
                 other: spec::Members::new(),
             }),
+            io: None,
             layers_meta: inp
                 .layer_keys
                 .iter()
