@@ -20,7 +20,7 @@ use super::derived::decide_storage;
 use super::index_arrays::{write_index, zarr_store, SourceRows};
 use super::merge::{merge, merge_passes, Finalizer};
 use super::metadata::{write_group, write_metadata, StoreFacts};
-use super::queued_file::QUEUE_DEPTH;
+use super::queued_file::{MAX_WRITE_BUFFER, QUEUE_DEPTH};
 use super::row_groups::{plan, Plan};
 use super::runs::{spill_batch_rows, spill_write_buffer, RunOrder, RunSource, SPILL_DIR};
 use super::sinks::{SinkChoices, Sinks, StoredColumns};
@@ -293,17 +293,17 @@ impl Sizes {
         let batch_bytes = runs.iter().map(|r| r.batch_bytes).max().unwrap_or(0).max(1);
         // Files open at once, at most: spots, spot_tracks and each layer's file (of every
         // chromosome for 2.1) and, for 2.2, every coords partition. Their write buffers
-        // share a sixteenth of the budget, at most 1 MiB each: with std's 8 KiB, the
-        // kernel zeroed the rest of each new page-cache folio a write began (ext4). The
-        // write thread's queue holds up to 2 * QUEUE_DEPTH + 1 more (queued, being
-        // written, kept for reuse).
+        // share a sixteenth of the budget, at most MAX_WRITE_BUFFER each. The write
+        // thread's queue holds up to 2 * QUEUE_DEPTH + 1 more (queued, being written,
+        // kept for reuse).
         let per_set = 2 + inp.layer_keys.len() as u64;
         let n_files = match layout {
             Layout::Flat => per_set,
             Layout::Partitioned => n_chroms * per_set,
             Layout::PrimaryCoords => per_set + n_chroms,
         };
-        let file_buffer = (inp.available / 16 / n_files.max(1)).clamp(8 << 10, 1 << 20);
+        let file_buffer =
+            (inp.available / 16 / n_files.max(1)).clamp(8 << 10, MAX_WRITE_BUFFER as u64);
         let merge_mem = inp
             .available
             .saturating_sub(sink_bytes(t, tc))
@@ -521,10 +521,9 @@ fn write_cdz(dir: &Path, out: &Path) -> Result<()> {
         |e: zip::result::ZipError| Error::new(ErrorKind::Io, format!("{}: {e}", out.display()));
     let f = File::create(out).map_err(|e| Error::io(out, &e))?;
     let error = Rc::new(RefCell::new(None));
-    // Members are copied in 8 KiB reads; 1 MiB writes keep the kernel from zeroing the
-    // rest of each new page-cache folio a small write began (see `Sizes::choose`).
+    // Members are copied in 8 KiB reads, written in MAX_WRITE_BUFFER pieces (why: there).
     let mut z = zip::ZipWriter::new(CdzFile {
-        inner: BufWriter::with_capacity(1 << 20, f),
+        inner: BufWriter::with_capacity(MAX_WRITE_BUFFER, f),
         pos: 0,
         end: 0,
         error: error.clone(),

@@ -13,6 +13,12 @@ use std::io::{self, BufWriter, Write};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 
+/// Largest write buffer of a file the writer makes (spilled runs, Parquet files, `.cdz`).
+/// Small writes are costly here: with std's 8 KiB buffers ext4 zeroed the rest of each new
+/// page-cache folio a write began, and at 10 M x 60 the spill writes took ~3x the system
+/// time they take with 1 MiB writes (docs/performance.md).
+pub(crate) const MAX_WRITE_BUFFER: usize = 1 << 20;
+
 /// Full buffers waiting for the write thread, at most. Besides each file's own buffer the
 /// queue holds up to `2 * QUEUE_DEPTH + 1`: waiting, being written, and written ones kept
 /// for reuse (at most `QUEUE_DEPTH`); the writer's memory plan counts them.

@@ -12,6 +12,7 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
 
 use super::columns::{self, FinalType};
+use super::queued_file::MAX_WRITE_BUFFER;
 use crate::chromdata::spec::Layout;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -23,11 +24,9 @@ const SPILL_BATCH_BYTES: u64 = 256 << 10;
 /// Rows per spill batch for rows of `row_bytes` bytes: about `SPILL_BATCH_BYTES`, less
 /// under small budgets (`available` bytes), so that the merge can hold a batch per run.
 /// Write buffer of one spill file for `available` bytes of budget: a sixty-fourth of it,
-/// 64 KiB to 1 MiB. With std's 8 KiB, the kernel zeroed the rest of each new page-cache
-/// folio an 8 KiB write began (ext4): at 10 M x 60 the spill writes took ~3x the system
-/// time they take with 1 MiB writes (docs/performance.md).
+/// 64 KiB to [`MAX_WRITE_BUFFER`] (why: there).
 pub(crate) fn spill_write_buffer(available: u64) -> usize {
-    (available / 64).clamp(64 << 10, 1 << 20) as usize
+    (available / 64).clamp(64 << 10, MAX_WRITE_BUFFER as u64) as usize
 }
 
 pub(crate) fn spill_batch_rows(row_bytes: u64, available: u64) -> usize {
