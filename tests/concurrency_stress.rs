@@ -414,3 +414,64 @@ fn a_store_handle_opened_before_a_replace_never_reads_the_new_store() {
         assert_eq!(new.info().n_spots, 300);
     }
 }
+
+/// Readers opening a store while a writer replaces it again and again: every open succeeds
+/// (one replacing the directory during an open begins it again on the new store) and each
+/// handle reads one generation whole — its spot count and every spot's tag agree — or
+/// finds a member gone (`NotFound`) once its directory is deleted; never a mix.
+#[test]
+fn store_readers_racing_a_replacing_writer_always_open_and_never_see_a_mix() {
+    let dir = TempDir::new("stress-store-race");
+    let n_spots = |g: u64| 120 + 10 * g as usize;
+    for ext in ["chromdata.zarr", "cdz"] {
+        let path: PathBuf = dir.join(&format!("s.{ext}"));
+        let write = |g: u64| {
+            let batch = spots(n_spots(g), 7, g as f64, g);
+            write_store(&path, Layout::PrimaryCoords, batch, g > 0);
+        };
+        write(0);
+        let generations = 8 * rounds() as u64;
+        let writing = AtomicBool::new(true);
+        let (whole, gone) = (AtomicU64::new(0), AtomicU64::new(0));
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| loop {
+                    let stop = !writing.load(Relaxed);
+                    let cd = ChromData::open(&path)
+                        .unwrap_or_else(|e| panic!("{ext}: an open failed during a replace: {e}"));
+                    let n = cd.info().n_spots;
+                    let g = (n - 120) / 10;
+                    match cd.read_spots(false, &Columns::All) {
+                        Ok(b) => {
+                            assert_eq!(b.num_rows() as u64, n, "{ext}");
+                            let x = b.column_by_name("x").unwrap();
+                            let x = x.as_any().downcast_ref::<Float64Array>().unwrap();
+                            assert!(
+                                x.iter().all(|v| v == Some(g as f64)),
+                                "{ext}: {n} spots (generation {g}) with another generation's"
+                            );
+                            whole.fetch_add(1, Relaxed);
+                        }
+                        Err(e) => {
+                            assert_eq!(e.kind, ErrorKind::NotFound, "{ext}: {e}");
+                            gone.fetch_add(1, Relaxed);
+                        }
+                    }
+                    if stop {
+                        assert_eq!(g, generations, "{ext}: the last pass saw the last store");
+                        return;
+                    }
+                });
+            }
+            for g in 1..=generations {
+                write(g);
+            }
+            writing.store(false, Relaxed);
+        });
+        eprintln!(
+            "{ext}: {generations} replaces; reader passes: {} whole, {} found the old store deleted",
+            whole.load(Relaxed),
+            gone.load(Relaxed)
+        );
+    }
+}

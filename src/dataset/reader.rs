@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool;
-use crate::storage::{OpenDir, Root};
+use crate::storage::{open_reopening, OpenDir, Root};
 use crate::tile::{self, Tile, TileHeader, TileIndex, ValuesOut, HEADER_SIZE};
 
 use arrow_array::RecordBatchReader;
@@ -148,6 +148,9 @@ fn other_err(path: &Path, what: &str, e: std::io::Error) -> Error {
 impl Dataset {
     /// Opens the dataset at `path` and validates its manifest.
     ///
+    /// A writer replacing the dataset during the open does not fail it: the open begins
+    /// again on the new dataset (`storage::open_reopening`).
+    ///
     /// Errors: `NotFound` (no such directory, or no `manifest.json`: an incomplete dataset),
     /// `Format` / `Unsupported` (see `Manifest::parse`), `Io`.
     pub fn open(path: impl AsRef<Path>) -> Result<Dataset> {
@@ -170,21 +173,30 @@ impl Dataset {
         }
         // Held open: every member is read relative to this directory, so a writer
         // replacing the dataset at `root` meanwhile never mixes its files into this handle
-        // (storage::dir).
-        let dir = Arc::new(OpenDir::open(&root)?);
-        let text = match dir.read(paths::MANIFEST) {
-            Ok(t) => t,
-            Err(e) if e.kind == ErrorKind::NotFound => {
-                return Err(Error::new(
-                    ErrorKind::NotFound,
-                    format!(
-                        "{}: incomplete dataset: no manifest.json (it is written last, so the write did not finish)",
-                        root.display()
-                    ),
-                ))
+        // (storage::dir). One replacing it between the open and the manifest's read has
+        // deleted that manifest: the open begins again on the new dataset.
+        let (dir, text) = open_reopening(&root, || {
+            let dir = Arc::new(OpenDir::open(&root).map_err(|e| (e, false))?);
+            match dir.read(paths::MANIFEST) {
+                Ok(text) => Ok((dir, text)),
+                Err(e) if e.kind == ErrorKind::NotFound => {
+                    let replaced = dir.deleted();
+                    let e = if replaced {
+                        e
+                    } else {
+                        Error::new(
+                            ErrorKind::NotFound,
+                            format!(
+                                "{}: incomplete dataset: no manifest.json (it is written last, so the write did not finish)",
+                                root.display()
+                            ),
+                        )
+                    };
+                    Err((e, replaced))
+                }
+                Err(e) => Err((e, false)),
             }
-            Err(e) => return Err(e),
-        };
+        })?;
         let manifest = Manifest::parse(&text).map_err(|e| e.context(root.display()))?;
         Ok(Self::from_manifest(Root::Open(dir), manifest))
     }

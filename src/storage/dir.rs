@@ -95,6 +95,40 @@ impl OpenDir {
     }
 }
 
+/// How many times an open of a directory begins again when the directory it holds was
+/// replaced by a writer before the open could read everything it reads at once.
+pub const OPEN_ATTEMPTS: u32 = 8;
+
+/// Runs `attempt` — opening a directory and reading what an open reads (a manifest, the
+/// store's metadata) — and runs it again when it failed because the directory it held was
+/// replaced meanwhile (`OpenDir::deleted`): a writer swapping in a new dataset
+/// (`fs::publish_dir`) deletes the old tree, so a reader that opened the old directory just
+/// before the swap finds its members gone. The path then holds the new dataset, complete.
+/// At most [`OPEN_ATTEMPTS`] attempts, so a path replaced without pause ends the open with
+/// the last error, saying so; any other error ends it at once.
+///
+/// `attempt` returns its error with whether it is due to the directory's replacement
+/// (each caller knows which of its errors a vanished member can cause).
+pub fn open_reopening<T>(
+    path: &Path,
+    mut attempt: impl FnMut() -> std::result::Result<T, (Error, bool)>,
+) -> Result<T> {
+    let mut attempts = 1;
+    loop {
+        match attempt() {
+            Ok(v) => return Ok(v),
+            Err((_, true)) if attempts < OPEN_ATTEMPTS => attempts += 1,
+            Err((e, true)) => {
+                return Err(e.context(format!(
+                    "{}: replaced by a writer during each of {OPEN_ATTEMPTS} attempts to open it",
+                    path.display()
+                )));
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
 #[cfg(unix)]
 fn open_directory(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -165,5 +199,46 @@ mod tests {
         let e = OpenDir::open(&d.join("a/sub/m.txt")).unwrap_err();
         assert!(e.message.contains("m.txt"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_open_begins_again_only_for_a_replaced_directory_and_a_bounded_number_of_times() {
+        use crate::error::ErrorKind;
+        let gone = || Error::new(ErrorKind::NotFound, "m: missing");
+        let path = Path::new("/some/ds");
+        // Replaced twice, then whole.
+        let mut calls = 0;
+        let got = open_reopening(path, || {
+            calls += 1;
+            if calls < 3 {
+                Err((gone(), true))
+            } else {
+                Ok(calls)
+            }
+        });
+        assert_eq!(got.unwrap(), 3);
+        // Not replaced: the first error, at once.
+        let mut calls = 0;
+        let e = open_reopening(path, || -> std::result::Result<(), _> {
+            calls += 1;
+            Err((gone(), false))
+        })
+        .unwrap_err();
+        assert_eq!((calls, e.message.as_str()), (1, "m: missing"));
+        // Replaced every time: the last error after OPEN_ATTEMPTS, saying so.
+        let mut calls = 0;
+        let e = open_reopening(path, || -> std::result::Result<(), _> {
+            calls += 1;
+            Err((gone(), true))
+        })
+        .unwrap_err();
+        assert_eq!(calls, OPEN_ATTEMPTS);
+        assert_eq!(e.kind, ErrorKind::NotFound);
+        assert!(
+            e.message
+                .starts_with("/some/ds: replaced by a writer during each of 8"),
+            "{e}"
+        );
+        assert!(e.message.ends_with("m: missing"), "{e}");
     }
 }

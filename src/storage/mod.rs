@@ -17,7 +17,7 @@ mod root;
 #[cfg(feature = "remote")]
 mod store_keys;
 
-pub use dir::OpenDir;
+pub use dir::{open_reopening, OpenDir};
 pub use location::{Location, RemoteUrl, Scheme};
 pub use options::Options;
 pub use root::Root;

@@ -362,8 +362,11 @@ impl Store {
         file.seek(SeekFrom::Start(0))
             .map_err(|e| Error::io(path, &e))?;
         // The zip crate parses the central directory: contained (docs/reliability.md).
-        let members = crate::contain::decoding(&display, || zip_members(file, &display))?;
-        let file = File::open(path).map_err(|e| Error::io(path, &e))?;
+        // The members are read through a second descriptor of the same open file, never by
+        // opening the path again: a writer replacing the archive in between would pair this
+        // central directory with the new archive's bytes.
+        let listed = file.try_clone().map_err(|e| Error::io(path, &e))?;
+        let members = crate::contain::decoding(&display, || zip_members(listed, &display))?;
         Ok(Store {
             ahead: Mutex::default(),
             backend: Backend::Zip {
@@ -447,6 +450,13 @@ impl Store {
             }
             _ => 0,
         }
+    }
+
+    /// Whether the store is a directory that was deleted or replaced since it was opened
+    /// (`OpenDir::deleted`). A `.cdz` is replaced by a rename, and the archive held open
+    /// keeps its bytes: never.
+    pub(crate) fn replaced(&self) -> bool {
+        matches!(&self.backend, Backend::Dir(d) if d.deleted())
     }
 
     /// Whether `path` exists (as a file / member). For a store at a URL this is a HEAD

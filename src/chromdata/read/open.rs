@@ -25,7 +25,7 @@ impl ChromData {
     /// Opens and validates a store: a `*.chromdata.zarr` directory or a `.cdz` file.
     pub fn open(path: impl AsRef<Path>) -> Result<ChromData> {
         Ok(ChromData {
-            inner: Arc::new(open(Arc::new(Store::open(path.as_ref())?))?),
+            inner: Arc::new(open_local(path.as_ref())?),
         })
     }
 
@@ -38,17 +38,28 @@ impl ChromData {
     /// [`Options`]: crate::storage::Options
     pub fn open_url(location: &str, options: &[&str]) -> Result<ChromData> {
         let root = crate::storage::Root::parse(location, options)?;
-        let store = match &root {
+        let opened = match &root {
             #[cfg(feature = "remote")]
-            crate::storage::Root::Remote(r) => Store::open_remote(r.clone())?,
-            local => Store::open(local.local_path().ok_or_else(|| {
+            crate::storage::Root::Remote(r) => open(Arc::new(Store::open_remote(r.clone())?))?,
+            local => open_local(local.local_path().ok_or_else(|| {
                 Error::new(ErrorKind::Internal, format!("{location}: no local path"))
             })?)?,
         };
         Ok(ChromData {
-            inner: Arc::new(open(Arc::new(store))?),
+            inner: Arc::new(opened),
         })
     }
+}
+
+/// Opens and validates the store at `path`, again when a writer replaced the directory
+/// store during the open (a member the open had still to read is gone with the old tree:
+/// the path holds the new store, complete; `storage::open_reopening`). Whatever the open
+/// reported of a replaced directory is moot, so any error of it begins the open again.
+fn open_local(path: &Path) -> Result<OpenStore> {
+    crate::storage::open_reopening(path, || {
+        let store = Arc::new(Store::open(path).map_err(|e| (e, false))?);
+        open(store.clone()).map_err(|e| (e, store.replaced()))
+    })
 }
 
 /// Opens and validates `store`.
