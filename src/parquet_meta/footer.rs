@@ -34,6 +34,11 @@ const T_STRUCT: u8 = 12;
 /// A 16-byte UUID (a newer addition to the compact protocol, skipped as the crate does).
 const T_UUID: u8 = 13;
 
+/// Type codes as bit sets (`1 << type`), for [`Walker::skip_struct`]'s dispatch.
+const VARINT_TYPES: u16 = (1 << T_I16) | (1 << T_I32) | (1 << T_I64);
+const BOOL_TYPES: u16 = (1 << T_BOOL_TRUE) | (1 << T_BOOL_FALSE);
+const LIST_TYPES: u16 = (1 << T_LIST) | (1 << T_SET);
+
 /// Nesting deeper than this is refused (a Parquet footer nests about 6 levels).
 const MAX_DEPTH: u32 = 64;
 
@@ -250,6 +255,10 @@ impl Walker<'_> {
     /// The common value types are skipped here, without a call per field: a footer is
     /// mostly column chunks of some thirty small fields each, and this loop is most of
     /// the walk (the walk is most of a wide store's open).
+    ///
+    /// The type is told by conditional branches on bit sets, most frequent first, not by a
+    /// `match` on it: compiled to one indirect jump, that was mispredicted so often that
+    /// it took a third of the walk's time (perf annotate, 10 M x 60 store's open).
     fn skip_struct(&mut self, depth: u32) -> Walk<()> {
         if depth > MAX_DEPTH {
             return Err(Fail("nested too deeply"));
@@ -262,16 +271,20 @@ impl Walker<'_> {
             if b >> 4 == 0 {
                 self.skip_varint()?; // a field id written in full
             }
-            match b & 0x0f {
-                T_BOOL_TRUE | T_BOOL_FALSE => {}
-                T_I16 | T_I32 | T_I64 => self.skip_varint()?,
-                T_BINARY => {
-                    let n = self.varint()?;
-                    self.advance(n)?;
-                }
-                T_STRUCT => self.skip_struct(depth + 1)?,
-                T_LIST | T_SET => self.skip_list(depth + 1)?,
-                ty => self.skip_value(ty, depth + 1)?,
+            let ty = b & 0x0f;
+            let bit = 1u16 << ty;
+            if bit & VARINT_TYPES != 0 {
+                self.skip_varint()?;
+            } else if bit & BOOL_TYPES != 0 {
+            } else if ty == T_BINARY {
+                let n = self.varint()?;
+                self.advance(n)?;
+            } else if ty == T_STRUCT {
+                self.skip_struct(depth + 1)?;
+            } else if bit & LIST_TYPES != 0 {
+                self.skip_list(depth + 1)?;
+            } else {
+                self.skip_value(ty, depth + 1)?;
             }
         }
     }
@@ -410,6 +423,52 @@ impl Walker<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every type code as a struct field: each value's extent is skipped exactly (the walk
+    /// ends on the struct's stop byte, before the trailing marker), and the codes no value
+    /// has are refused.
+    #[test]
+    fn a_struct_field_of_every_type_is_skipped_by_its_own_rule() {
+        let fields: Vec<Vec<u8>> = vec![
+            vec![0x11],                                     // 1: bool true (in the header)
+            vec![0x12],                                     // 2: bool false
+            vec![0x13, 0x80],                               // 3: i8 (a varint would run on)
+            vec![0x14, 0x80, 0x01],                         // 4: i16 varint
+            vec![0x15, 0xff, 0xff, 0x03],                   // 5: i32 varint
+            vec![0x16, 0x81, 0x80, 0x80, 0x80, 0x01],       // 6: i64 varint
+            [vec![0x17], vec![9; 8]].concat(),              // 7: double
+            vec![0x18, 0x03, b'a', b'b', b'c'],             // 8: binary
+            vec![0x19, 0x25, 0x02, 0x04],                   // 9: list of two i32
+            vec![0x1a, 0x18, 0x01, b'x'],                   // 10: set of one binary
+            vec![0x1b, 0x02, 0x55, 0x02, 0x04, 0x06, 0x08], // 11: map i32 -> i32, 2 pairs
+            vec![0x1c, 0x15, 0x02, 0x00],                   // 12: struct { i32 }
+            [vec![0x1d], vec![7; 16]].concat(),             // 13: uuid
+            vec![0x05, 0x08, 0x02],                         // i32, field id 4 written in full
+        ];
+        let body: Vec<u8> = fields.concat();
+        let bytes = [body.clone(), vec![0x00, 0xee]].concat();
+        let mut w = Walker {
+            buf: &bytes,
+            pos: 0,
+        };
+        assert!(w.skip_struct(1).is_ok());
+        assert_eq!(w.pos, body.len() + 1, "ends after the stop byte");
+        for ty in [0x0e, 0x0f] {
+            let bytes = [0x10 | ty, 0x00, 0x00];
+            let mut w = Walker {
+                buf: &bytes,
+                pos: 0,
+            };
+            assert!(
+                matches!(w.skip_struct(1), Err(Fail("unknown type code"))),
+                "{ty}"
+            );
+        }
+        // Nesting past MAX_DEPTH through struct fields is refused, never a stack overflow.
+        let deep = [vec![0x1c; 200], vec![0x00; 201]].concat();
+        let mut w = Walker { buf: &deep, pos: 0 };
+        assert!(matches!(w.skip_struct(1), Err(Fail("nested too deeply"))));
+    }
 
     /// A footer written by the parquet crate maps to its own row groups, and the two
     /// rewritten footers decode to the file-level part and to one group.
