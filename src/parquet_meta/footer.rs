@@ -424,6 +424,42 @@ impl Walker<'_> {
 mod tests {
     use super::*;
 
+    /// A varint of every length, with every number of bytes after it, ends where it ends;
+    /// an 11th continuation byte and a cut varint are refused without moving.
+    #[test]
+    fn varints_of_every_length_are_skipped_exactly() {
+        for len in 1..=10usize {
+            for after in 0..12usize {
+                let mut bytes = vec![0x80u8; len - 1];
+                bytes.push(0x01);
+                bytes.extend(std::iter::repeat_n(0x00, after));
+                let mut w = Walker {
+                    buf: &bytes,
+                    pos: 0,
+                };
+                assert!(w.skip_varint().is_ok(), "{len} + {after}");
+                assert_eq!(w.pos, len, "{len} + {after}");
+                let cut = &bytes[..len - 1];
+                let mut w = Walker { buf: cut, pos: 0 };
+                assert!(matches!(w.skip_varint(), Err(Fail("truncated"))), "{len}");
+                assert_eq!(w.pos, 0);
+            }
+        }
+        for after in 0..12usize {
+            let bytes = [vec![0x80u8; 11], vec![0x00; after]].concat();
+            let mut w = Walker {
+                buf: &bytes,
+                pos: 0,
+            };
+            let got = w.skip_varint();
+            assert!(
+                matches!(got, Err(Fail("varint longer than 10 bytes"))),
+                "{after}"
+            );
+            assert_eq!(w.pos, 0);
+        }
+    }
+
     /// Every type code as a struct field: each value's extent is skipped exactly (the walk
     /// ends on the struct's stop byte, before the trailing marker), and the codes no value
     /// has are refused.
