@@ -424,6 +424,10 @@ impl Walker<'_> {
 mod tests {
     use super::*;
 
+    fn walker(buf: &[u8]) -> Walker<'_> {
+        Walker { buf, pos: 0 }
+    }
+
     /// A varint of every length, with every number of bytes after it, ends where it ends;
     /// an 11th continuation byte and a cut varint are refused without moving.
     #[test]
@@ -433,24 +437,18 @@ mod tests {
                 let mut bytes = vec![0x80u8; len - 1];
                 bytes.push(0x01);
                 bytes.extend(std::iter::repeat_n(0x00, after));
-                let mut w = Walker {
-                    buf: &bytes,
-                    pos: 0,
-                };
+                let mut w = walker(&bytes);
                 assert!(w.skip_varint().is_ok(), "{len} + {after}");
                 assert_eq!(w.pos, len, "{len} + {after}");
                 let cut = &bytes[..len - 1];
-                let mut w = Walker { buf: cut, pos: 0 };
+                let mut w = walker(cut);
                 assert!(matches!(w.skip_varint(), Err(Fail("truncated"))), "{len}");
                 assert_eq!(w.pos, 0);
             }
         }
         for after in 0..12usize {
             let bytes = [vec![0x80u8; 11], vec![0x00; after]].concat();
-            let mut w = Walker {
-                buf: &bytes,
-                pos: 0,
-            };
+            let mut w = walker(&bytes);
             let got = w.skip_varint();
             assert!(
                 matches!(got, Err(Fail("varint longer than 10 bytes"))),
@@ -483,18 +481,12 @@ mod tests {
         ];
         let body: Vec<u8> = fields.concat();
         let bytes = [body.clone(), vec![0x00, 0xee]].concat();
-        let mut w = Walker {
-            buf: &bytes,
-            pos: 0,
-        };
+        let mut w = walker(&bytes);
         assert!(w.skip_struct(1).is_ok());
         assert_eq!(w.pos, body.len() + 1, "ends after the stop byte");
         for ty in [0x0e, 0x0f] {
             let bytes = [0x10 | ty, 0x00, 0x00];
-            let mut w = Walker {
-                buf: &bytes,
-                pos: 0,
-            };
+            let mut w = walker(&bytes);
             assert!(
                 matches!(w.skip_struct(1), Err(Fail("unknown type code"))),
                 "{ty}"
@@ -502,7 +494,7 @@ mod tests {
         }
         // Nesting past MAX_DEPTH through struct fields is refused, never a stack overflow.
         let deep = [vec![0x1c; 200], vec![0x00; 201]].concat();
-        let mut w = Walker { buf: &deep, pos: 0 };
+        let mut w = walker(&deep);
         assert!(matches!(w.skip_struct(1), Err(Fail("nested too deeply"))));
     }
 

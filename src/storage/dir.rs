@@ -97,7 +97,7 @@ impl OpenDir {
 
 /// How many times an open of a directory begins again when the directory it holds was
 /// replaced by a writer before the open could read everything it reads at once.
-pub const OPEN_ATTEMPTS: u32 = 8;
+pub(crate) const OPEN_ATTEMPTS: u32 = 8;
 
 /// Runs `attempt` — opening a directory and reading what an open reads (a manifest, the
 /// store's metadata) — and runs it again when it failed because the directory it held was
@@ -109,7 +109,7 @@ pub const OPEN_ATTEMPTS: u32 = 8;
 ///
 /// `attempt` returns its error with whether it is due to the directory's replacement
 /// (each caller knows which of its errors a vanished member can cause).
-pub fn open_reopening<T>(
+pub(crate) fn open_reopening<T>(
     path: &Path,
     mut attempt: impl FnMut() -> std::result::Result<T, (Error, bool)>,
 ) -> Result<T> {

@@ -17,7 +17,8 @@ mod root;
 #[cfg(feature = "remote")]
 mod store_keys;
 
-pub use dir::{open_reopening, OpenDir};
+pub(crate) use dir::open_reopening;
+pub use dir::OpenDir;
 pub use location::{Location, RemoteUrl, Scheme};
 pub use options::Options;
 pub use root::Root;
