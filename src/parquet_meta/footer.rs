@@ -116,6 +116,37 @@ impl FooterMap {
 /// length in bytes and its `compressed_page_size` (the page's bytes after the header).
 /// Structural damage, a missing or negative size is an error.
 pub(crate) fn page_header(buf: &[u8]) -> Result<(usize, usize)> {
+    page_info(buf).map(|p| (p.header, p.size))
+}
+
+/// What a reader of PLAIN pages needs of a `PageHeader` (values as stored, unchecked but
+/// for `size`, which [`page_header`] also gives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PageInfo {
+    /// Bytes of the header.
+    pub(crate) header: usize,
+    /// `compressed_page_size`: the page's bytes after the header.
+    pub(crate) size: usize,
+    /// `type` (0 data page, 1 index page, 2 dictionary page, 3 data page v2).
+    pub(crate) page_type: Option<i64>,
+    /// `uncompressed_page_size` (`None` when missing or negative).
+    pub(crate) uncompressed: Option<usize>,
+    /// `data_page_header` (data pages v1).
+    pub(crate) data: Option<DataPageV1>,
+}
+
+/// The fields of a v1 `DataPageHeader` (each `None` when missing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DataPageV1 {
+    pub(crate) num_values: Option<i64>,
+    pub(crate) encoding: Option<i64>,
+    pub(crate) def_level_encoding: Option<i64>,
+    pub(crate) rep_level_encoding: Option<i64>,
+}
+
+/// Walks the `PageHeader` at the start of `buf` as [`page_header`] does, keeping the
+/// fields of [`PageInfo`].
+pub(crate) fn page_info(buf: &[u8]) -> Result<PageInfo> {
     let mut w = Walker { buf, pos: 0 };
     w.page_header()
         .map_err(|Fail(what)| w.bad("Parquet page header", what))
@@ -372,22 +403,54 @@ impl Walker<'_> {
         }
     }
 
-    /// A `PageHeader`: (its length, field 3 `compressed_page_size`), every other field skipped.
-    fn page_header(&mut self) -> Walk<(usize, usize)> {
-        let mut size = None;
+    /// A `PageHeader`: its length, field 3 `compressed_page_size` and what [`PageInfo`]
+    /// holds of the other fields; every other field skipped.
+    fn page_header(&mut self) -> Walk<PageInfo> {
+        let (mut size, mut page_type, mut uncompressed) = (None, None, None);
+        let mut data = None;
         let mut last = 0i16;
         while let Some((id, ty)) = self.field_header(last)? {
             match (id, ty) {
+                (1, T_I32) => page_type = Some(self.zigzag()?),
+                (2, T_I32) => uncompressed = Some(self.zigzag()?),
                 (3, T_I32) => size = Some(self.zigzag()?),
+                (5, T_STRUCT) => data = Some(self.data_page_header()?),
                 _ => self.skip_field(ty, 1)?,
             }
             last = id;
         }
-        match size {
-            Some(n) if (0..=i32::MAX as i64).contains(&n) => Ok((self.pos, n as usize)),
-            Some(_) => Err(Fail("compressed_page_size out of range")),
-            None => Err(Fail("no compressed_page_size")),
+        let size = match size {
+            Some(n) if (0..=i32::MAX as i64).contains(&n) => n as usize,
+            Some(_) => return Err(Fail("compressed_page_size out of range")),
+            None => return Err(Fail("no compressed_page_size")),
+        };
+        Ok(PageInfo {
+            header: self.pos,
+            size,
+            page_type,
+            uncompressed: uncompressed.and_then(|n| usize::try_from(n).ok()),
+            data,
+        })
+    }
+
+    /// A `DataPageHeader` (v1): fields 1-4, every other field skipped; a missing required
+    /// field is `None` there.
+    fn data_page_header(&mut self) -> Walk<DataPageV1> {
+        let mut f = [None; 4];
+        let mut last = 0i16;
+        while let Some((id, ty)) = self.field_header(last)? {
+            match (id, ty) {
+                (1..=4, T_I32) => f[(id - 1) as usize] = Some(self.zigzag()?),
+                _ => self.skip_field(ty, 2)?,
+            }
+            last = id;
         }
+        Ok(DataPageV1 {
+            num_values: f[0],
+            encoding: f[1],
+            def_level_encoding: f[2],
+            rep_level_encoding: f[3],
+        })
     }
 
     /// The top-level `FileMetaData` walk of [`FooterMap::scan`].

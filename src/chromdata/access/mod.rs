@@ -4,5 +4,6 @@
 
 pub(crate) mod pages;
 pub(crate) mod parquet;
+pub(crate) mod plain;
 pub(crate) mod store;
 pub(crate) mod zarr;

@@ -325,6 +325,13 @@ impl<'a> GroupChunks<'a> {
     }
 }
 
+impl GroupChunks<'_> {
+    /// The bytes of leaf column `leaf`'s chunk, if fetched.
+    pub(crate) fn chunk(&self, leaf: usize) -> Option<&[u8]> {
+        self.chunks.get(&leaf).map(|c| c.data.as_ref())
+    }
+}
+
 impl RowGroups for GroupChunks<'_> {
     fn num_rows(&self) -> usize {
         self.meta.row_group(self.group).num_rows().max(0) as usize

@@ -17,6 +17,7 @@ use parquet::file::metadata::{
 };
 
 use super::pages::GroupChunks;
+use super::plain::{decode_plain_chunk, plain_width, Plain};
 use super::store::{FileSlice, Store};
 use crate::chromdata::values::normalise;
 use crate::contain;
@@ -404,6 +405,68 @@ impl ParquetFile {
             .collect()
     }
 
+    /// Hands out top-level column `col` of row group `g` page by page as `f(first row,
+    /// values' bytes)` when the column is a fixed-width Arrow `t` stored as PLAIN pages
+    /// without nulls ([`plain`](super::plain)); [`Plain::NotPlain`] otherwise (some pages
+    /// may have been handed out: the caller decodes the column again with
+    /// [`decode_batches`](Self::decode_batches)). Bypasses the cache and the read counter.
+    pub(crate) fn decode_plain(
+        &self,
+        g: usize,
+        col: usize,
+        t: &arrow_schema::DataType,
+        f: impl FnMut(usize, &[u8]) -> Result<()>,
+    ) -> Result<Plain> {
+        if g >= self.num_row_groups()? {
+            return Ok(Plain::NotPlain); // reported by the crate's path
+        }
+        let schema = self.meta.parquet_schema();
+        let mut leaves =
+            (0..schema.num_columns()).filter(|&l| schema.get_column_root_idx(l) == col);
+        let (Some(leaf), None) = (leaves.next(), leaves.next()) else {
+            return Ok(Plain::NotPlain);
+        };
+        let d = schema.column(leaf);
+        let width = plain_width(d.physical_type(), t);
+        if width.is_none() || d.max_rep_level() != 0 || d.path().parts().len() != 1 {
+            return Ok(Plain::NotPlain);
+        }
+        let md = self.group_meta(g)?;
+        let c = md.row_group(0).column(leaf);
+        if c.dictionary_page_offset().is_some() {
+            return Ok(Plain::NotPlain);
+        }
+        let compression = c.compression();
+        let read_error: Mutex<Option<Error>> = Mutex::new(None);
+        let chunks = GroupChunks::fetch(md, 0, &[leaf], |s, buf, l| {
+            self.slice.read_into(s, buf, l).map_err(|e| {
+                let m = e.message.clone();
+                *read_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                std::io::Error::other(m)
+            })
+        });
+        let chunks = match chunks {
+            Ok(c) => c,
+            // A failed read is reported as itself; a damaged chunk by the crate's path.
+            Err(_) => match read_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                Some(e) => return Err(e),
+                None => return Ok(Plain::NotPlain),
+            },
+        };
+        let Some(chunk) = chunks.chunk(leaf) else {
+            return Ok(Plain::NotPlain);
+        };
+        let rows = self.group_rows(g)?;
+        decode_plain_chunk(
+            chunk,
+            compression,
+            d.max_def_level(),
+            width.unwrap_or(0),
+            rows,
+            f,
+        )
+    }
+
     /// Decodes row group `g` with the top-level columns `cols` in batches of up to
     /// `batch_rows` rows, handing each batch's arrays (in `cols` order) and its first row
     /// in the group to `f`; bypasses the cache and the read counter; safe to call from
@@ -525,6 +588,7 @@ impl ParquetFile {
 mod tests {
     use super::*;
     use arrow_array::{Array, Float32Array, RecordBatch};
+    use arrow_schema::DataType;
     use parquet::arrow::ArrowWriter;
     use parquet::file::properties::WriterProperties;
 
@@ -579,6 +643,88 @@ mod tests {
                 .unwrap();
             assert_eq!(got.len(), rows);
             assert_eq!(got.value(rows - 1), ((cols - 1) * 100 + rows - 1) as f32);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A column of PLAIN pages is handed out page by page with the values decode_columns
+    /// gives; with a null in its last page (pages before it handed out), a dictionary or a
+    /// type other than the stored one, it is not plain.
+    #[test]
+    fn plain_columns_match_the_crates_decoding() {
+        use arrow_array::{Float64Array, Int32Array};
+        let dir = std::env::temp_dir().join(format!("dc-plain-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rows = 5000usize;
+        let x: Vec<f64> = (0..rows).map(|i| (i as f64) * 0.25 - 3.0).collect();
+        let mut with_null: Vec<Option<f64>> = x.iter().copied().map(Some).collect();
+        with_null[rows - 1] = None;
+        let batch = RecordBatch::try_from_iter([
+            ("x", Arc::new(Float64Array::from(x.clone())) as ArrayRef),
+            ("n", Arc::new(Float64Array::from(with_null)) as ArrayRef),
+            (
+                "d",
+                Arc::new(Int32Array::from_iter_values(
+                    (0..rows as i32).map(|i| i % 7),
+                )),
+            ),
+        ])
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+            .set_column_dictionary_enabled("x".into(), false)
+            .set_column_dictionary_enabled("n".into(), false)
+            .set_data_page_row_count_limit(700)
+            .set_write_batch_size(700)
+            .set_max_row_group_row_count(Some(3000))
+            .build();
+        let file = std::fs::File::create(dir.join("p.parquet")).unwrap();
+        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let store = Store::open(&dir).unwrap();
+        let f = ParquetFile::open(&store, "p.parquet", Arc::new(AtomicU64::new(0))).unwrap();
+        let mut all = Vec::new();
+        for g in 0..f.num_row_groups().unwrap() {
+            let (mut pages, mut bytes) = (0, Vec::new());
+            let r = f
+                .decode_plain(g, 0, &DataType::Float64, |at, v| {
+                    assert_eq!(at * 8, bytes.len(), "consecutive pages");
+                    pages += 1;
+                    bytes.extend_from_slice(v);
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(r, Plain::Done);
+            assert!(pages > 1, "several pages in row group {g}");
+            let crate_x = f.decode_columns(g, &[0]).unwrap();
+            let want = crate_x[0].as_any().downcast_ref::<Float64Array>().unwrap();
+            let want: Vec<u8> = want.values().iter().flat_map(|v| v.to_le_bytes()).collect();
+            assert_eq!(bytes, want, "row group {g}");
+            all.extend(bytes);
+        }
+        let want: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(all, want);
+        let last = f.num_row_groups().unwrap() - 1;
+        let mut handed = 0;
+        let r = f
+            .decode_plain(last, 1, &DataType::Float64, |_, _| {
+                handed += 1;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(
+            (r, handed > 0),
+            (Plain::NotPlain, true),
+            "null in the last page"
+        );
+        for (col, t) in [
+            (2, DataType::Int32),
+            (0, DataType::Float32),
+            (0, DataType::Int64),
+        ] {
+            let r = f.decode_plain(0, col, &t, |_, _| Ok(())).unwrap();
+            assert_eq!(r, Plain::NotPlain, "column {col} as {t}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -18,6 +18,7 @@ use arrow_array::{
 use arrow_buffer::{ArrowNativeType, OffsetBuffer, ScalarBuffer};
 use arrow_schema::DataType;
 
+use super::arenas::{pooled_values, Arenas};
 use super::codes::RunCodes;
 use super::gather::{read_sets, SetRead};
 use super::plan::{Requests, Selection};
@@ -109,7 +110,7 @@ impl Keys {
     }
 
     /// `values` repeated run by run (`cell`: by cell code, else by trace code).
-    fn repeat(&self, values: &ArrayRef, cell: bool) -> Result<ArrayRef> {
+    fn repeat(&self, values: &ArrayRef, cell: bool, pool: &Arc<Arenas>) -> Result<ArrayRef> {
         let runs = self.run_codes(cell)?;
         if values.null_count() == 0 {
             if let DataType::Utf8 = values.data_type() {
@@ -117,7 +118,7 @@ impl Keys {
             }
             macro_rules! fill {
                 ($t:ty) => {
-                    return Ok(repeat_values(values.as_primitive::<$t>(), &runs))
+                    return Ok(repeat_values(values.as_primitive::<$t>(), &runs, pool))
                 };
             }
             match values.data_type() {
@@ -142,20 +143,25 @@ impl Keys {
     }
 }
 
-/// Each (code, n) of `runs` as n copies of `values[code]` (no nulls in `values`).
+/// Each (code, n) of `runs` as n copies of `values[code]` (no nulls in `values`), in
+/// memory of the handle's `pool`.
 fn repeat_values<T: ArrowPrimitiveType>(
     values: &PrimitiveArray<T>,
     runs: &[(usize, usize)],
+    pool: &Arc<Arenas>,
 ) -> ArrayRef {
     let n = runs.iter().map(|r| r.1).sum();
-    let mut v = result_vec(n);
-    for &(c, len) in runs {
-        v.extend(std::iter::repeat_n(values.value(c), len));
-    }
-    Arc::new(
-        PrimitiveArray::<T>::new(ScalarBuffer::from(v), None)
-            .with_data_type(values.data_type().clone()),
-    )
+    let buf = pooled_values(pool, n, |slots| {
+        let mut at = 0usize;
+        for &(c, len) in runs {
+            let v = values.value(c);
+            for s in &mut slots[at..at + len] {
+                s.write(v);
+            }
+            at += len;
+        }
+    });
+    Arc::new(PrimitiveArray::<T>::new(buf, None).with_data_type(values.data_type().clone()))
 }
 
 /// Each (code, n) of `runs` as n copies of `values[code]`, as one utf8 array.
@@ -451,10 +457,12 @@ impl OpenStore {
         };
         let a: ArrayRef = match &col.source {
             ColumnSource::BinId => keys.bin_ids.clone(),
-            ColumnSource::TraceId => keys.repeat(&self.small.trace_cats, false)?,
-            ColumnSource::CellId => {
-                keys.repeat(self.small.cell_cats.as_ref().ok_or_else(no_cells)?, true)?
-            }
+            ColumnSource::TraceId => keys.repeat(&self.small.trace_cats, false, &self.arenas)?,
+            ColumnSource::CellId => keys.repeat(
+                self.small.cell_cats.as_ref().ok_or_else(no_cells)?,
+                true,
+                &self.arenas,
+            )?,
             ColumnSource::Coordinate { column } => read.get(FileSetId::Key, column)?.clone(),
             ColumnSource::Stored {
                 set,
@@ -475,14 +483,14 @@ impl OpenStore {
                 let what = format!("{d}: spot column \"{}\"", col.name);
                 let spread = match key {
                     DerivedKey::Bin => take(values, keys.bin_idx())?,
-                    DerivedKey::Trace => keys.repeat(values, false)?,
+                    DerivedKey::Trace => keys.repeat(values, false, &self.arenas)?,
                     DerivedKey::Cell => {
                         if self.small.cell_cats.is_none() {
                             return Err(Error::format(format!(
                                 "{what}: derived by cell, but the store has no cell_id"
                             )));
                         }
-                        keys.repeat(values, true)?
+                        keys.repeat(values, true, &self.arenas)?
                     }
                 };
                 // Codes of the selected rows only are decoded (and checked).

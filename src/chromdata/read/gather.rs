@@ -8,13 +8,15 @@
 //! A read therefore holds the result plus the groups being decoded (one per thread), not
 //! all decoded groups plus a concatenated copy; reordering (2.1 runs across partitions, 2.2
 //! coords runs into primary order) is a copy of whole blocks, reading the groups in turn
-//! and writing each block once. Columns that are not fixed-width (strings, booleans) are
-//! kept as slices of their groups and concatenated in output order at the end.
+//! and writing each block once. Fixed-width columns stored as PLAIN pages without nulls
+//! (coordinates) are copied from the decompressed pages themselves
+//! ([`plain`](crate::chromdata::access::plain)), without an Arrow array in between. Columns
+//! that are not fixed-width (strings, booleans) are kept as slices of their groups and
+//! concatenated in output order at the end.
 
 use std::collections::{HashMap, HashSet};
 use std::mem::MaybeUninit;
-use std::ptr::NonNull;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use arrow_array::{make_array, Array, ArrayRef};
 use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer};
@@ -26,6 +28,7 @@ use super::codes::RunCodes;
 use super::files::FileSet;
 use crate::chromdata::access::pages;
 use crate::chromdata::access::parquet::CACHE_PER_FILE;
+use crate::chromdata::access::plain::Plain;
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{advise_huge, HUGE, HUGE_MAX};
 
@@ -218,13 +221,8 @@ fn place(
     (out, written): (&mut TaskOut, &mut usize),
     path: &str,
 ) -> Result<()> {
-    let end = at + a.len();
     // (piece index, first group row, rows) of the piece parts inside this batch.
-    let parts = pieces.iter().enumerate().filter_map(|(i, p)| {
-        let s = p.src.max(at);
-        let e = (p.src + p.len).min(end);
-        (s < e).then(|| (i, s, e - s)) // lazily: e - s underflows when s >= e
-    });
+    let parts = parts_in(pieces, at, a.len());
     match dst {
         Dst::Fixed(slices) => {
             let w = same_width(a, width, path)?;
@@ -240,9 +238,7 @@ fn place(
                     .as_slice()
                     .get(from..from + n * w)
                     .ok_or_else(|| internal("piece outside its row group"))?;
-                let into = (s - pieces[i].src) * w;
-                write_bytes(&mut slices[i][into..into + n * w], src);
-                *written += n * w;
+                place_part(src, s, &pieces[i], slices[i], w, written);
                 if let Some(nb) = a.nulls() {
                     let v = nb.inner().slice(s - at, n);
                     if v.count_set_bits() != n {
@@ -265,6 +261,56 @@ fn place(
                 *written += n * w;
             }
         }
+    }
+    Ok(())
+}
+
+/// The pieces' parts among group rows `[at, at + n)`: (piece index, first group row, rows).
+fn parts_in(
+    pieces: &[Piece],
+    at: usize,
+    n: usize,
+) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+    let end = at + n;
+    pieces.iter().enumerate().filter_map(move |(i, p)| {
+        let s = p.src.max(at);
+        let e = (p.src + p.len).min(end);
+        (s < e).then(|| (i, s, e - s)) // lazily: e - s underflows when s >= e
+    })
+}
+
+/// Copies `src`, the values (`w` bytes each) of group rows from `s` on, into `piece`'s
+/// slice `slice`.
+fn place_part(
+    src: &[u8],
+    s: usize,
+    piece: &Piece,
+    slice: &mut [MaybeUninit<u8>],
+    w: usize,
+    written: &mut usize,
+) {
+    let into = (s - piece.src) * w;
+    write_bytes(&mut slice[into..into + src.len()], src);
+    *written += src.len();
+}
+
+/// Copies the values of group rows `[at, at + n)` (`values`, `w` bytes each, no nulls)
+/// into the pieces' slices they belong to.
+fn place_values(
+    values: &[u8],
+    at: usize,
+    w: usize,
+    pieces: &[Piece],
+    slices: &mut [&mut [MaybeUninit<u8>]],
+    written: &mut usize,
+) -> Result<()> {
+    let n = values.len() / w;
+    for (i, s, len) in parts_in(pieces, at, n) {
+        let from = (s - at) * w;
+        let src = values
+            .get(from..from + len * w)
+            .ok_or_else(|| internal("piece outside its page"))?;
+        place_part(src, s, &pieces[i], slices[i], w, written);
     }
     Ok(())
 }
@@ -292,8 +338,28 @@ fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskO
     let mut dsts: Vec<Dst<'_>> = task.cols.into_iter().map(|(_, d)| d).collect();
     let mut kept: Vec<Vec<ArrayRef>> = vec![Vec::new(); ks.len()];
     let mut written = vec![0usize; ks.len()];
+    // The task's columns left to decode through the crate (indices into `ks`).
+    let mut rest: Vec<usize> = (0..ks.len()).collect();
+    if task.cached.is_none() && !task.keep {
+        rest.clear();
+        for (j, &k) in ks.iter().enumerate() {
+            let done = match (&mut dsts[j], plan.types[k].1) {
+                (Dst::Fixed(slices), Some(w)) => file.decode_plain(
+                    g.local,
+                    plan.cols[g.file][k],
+                    &plan.types[k].0,
+                    |at, values| place_values(values, at, w, &g.pieces, slices, &mut written[j]),
+                )?,
+                _ => Plain::NotPlain,
+            };
+            if done == Plain::NotPlain {
+                written[j] = 0; // decoded again, whole, below
+                rest.push(j);
+            }
+        }
+    }
     let mut batch = |at: usize, arrays: Vec<ArrayRef>, out: &mut TaskOut| -> Result<()> {
-        for (j, a) in arrays.into_iter().enumerate() {
+        for (&j, a) in rest.iter().zip(arrays) {
             let k = ks[j];
             let w = plan.types[k].1;
             place(
@@ -315,11 +381,13 @@ fn run(task: Task<'_>, reads: &[SetRead<'_>], plans: &[SetPlan]) -> Result<TaskO
     match task.cached {
         Some(all) => batch(0, ks.iter().map(|&k| all[k].clone()).collect(), &mut out)?,
         None => {
-            let cols: Vec<usize> = ks.iter().map(|&k| plan.cols[g.file][k]).collect();
             out.decoded = Some((task.read, task.group));
-            file.decode_batches(g.local, &cols, BATCH_ROWS, |at, arrays| {
-                batch(at, arrays, &mut out)
-            })?;
+            let cols: Vec<usize> = rest.iter().map(|&j| plan.cols[g.file][ks[j]]).collect();
+            if !cols.is_empty() {
+                file.decode_batches(g.local, &cols, BATCH_ROWS, |at, arrays| {
+                    batch(at, arrays, &mut out)
+                })?;
+            }
         }
     }
     out.written
@@ -401,22 +469,6 @@ struct Arena {
     /// (offset, bytes) of each fixed-width column: `cols[read][name]`.
     cols: ColumnSpans,
     len: usize,
-}
-
-/// The owner of an arena's memory once it is an Arrow buffer: when the last array of the
-/// result is released, the memory goes back to the handle's pool (freed if the handle is
-/// gone or the pool full).
-struct ArenaMemory {
-    mem: Mem,
-    pool: Weak<Arenas>,
-}
-
-impl Drop for ArenaMemory {
-    fn drop(&mut self) {
-        if let Some(pool) = self.pool.upgrade() {
-            pool.give(std::mem::take(&mut self.mem));
-        }
-    }
 }
 
 impl Arena {
@@ -512,25 +564,14 @@ impl Arena {
                 }
             }
         }
-        let ptr = self
-            .mem
-            .as_ptr()
-            .wrapping_add(self.start)
-            .cast::<u8>()
-            .cast_mut();
-        let ptr = NonNull::new(ptr).ok_or_else(|| internal("arena without memory"))?;
-        // SAFETY: `[start, start + len)` lies inside `mem`, whose heap memory does not move
-        // when the Vec is moved into the owner; every byte of it is initialised: the
-        // alignment gaps were zeroed by `columns`, and each column's bytes were written by
-        // the tasks (disjoint slices of it, whose written counts add up to its length,
-        // checked above). The owner keeps the memory alive as long as the buffer.
-        let buf = unsafe {
-            let owner = ArenaMemory {
-                mem: self.mem,
-                pool: Arc::downgrade(pool),
-            };
-            Buffer::from_custom_allocation(ptr, self.len, Arc::new(owner))
-        };
+        if self.mem.len() < self.start + self.len {
+            return Err(internal("arena shorter than its columns"));
+        }
+        // SAFETY: `[start, start + len)` lies inside `mem` (checked just above) and every
+        // byte of it is initialised: the alignment gaps were zeroed by `columns`, and each
+        // column's bytes were written by the tasks (disjoint slices of it, whose written
+        // counts add up to its length, checked above).
+        let buf = unsafe { super::arenas::pooled_buffer(self.mem, self.start, self.len, pool) };
         Ok((buf, self.cols))
     }
 }
