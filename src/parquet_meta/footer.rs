@@ -141,7 +141,6 @@ pub(crate) struct DataPageV1 {
     pub(crate) num_values: Option<i64>,
     pub(crate) encoding: Option<i64>,
     pub(crate) def_level_encoding: Option<i64>,
-    pub(crate) rep_level_encoding: Option<i64>,
 }
 
 /// Walks the `PageHeader` at the start of `buf` as [`page_header`] does, keeping the
@@ -433,14 +432,14 @@ impl Walker<'_> {
         })
     }
 
-    /// A `DataPageHeader` (v1): fields 1-4, every other field skipped; a missing required
+    /// A `DataPageHeader` (v1): fields 1-3, every other field skipped; a missing required
     /// field is `None` there.
     fn data_page_header(&mut self) -> Walk<DataPageV1> {
-        let mut f = [None; 4];
+        let mut f = [None; 3];
         let mut last = 0i16;
         while let Some((id, ty)) = self.field_header(last)? {
             match (id, ty) {
-                (1..=4, T_I32) => f[(id - 1) as usize] = Some(self.zigzag()?),
+                (1..=3, T_I32) => f[(id - 1) as usize] = Some(self.zigzag()?),
                 _ => self.skip_field(ty, 2)?,
             }
             last = id;
@@ -449,7 +448,6 @@ impl Walker<'_> {
             num_values: f[0],
             encoding: f[1],
             def_level_encoding: f[2],
-            rep_level_encoding: f[3],
         })
     }
 

@@ -3,7 +3,7 @@
 //! of row-group decodes (tests use it to check that only needed groups are read).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use arrow_array::{ArrayRef, RecordBatch};
@@ -48,6 +48,8 @@ pub(crate) struct ParquetFile {
     pub(crate) rel: String,
     cache: Mutex<VecDeque<CacheEntry>>,
     reads: Arc<AtomicU64>,
+    /// Top-level columns found not stored as plain pages ([`ParquetFile::decode_plain`]).
+    not_plain: Vec<AtomicBool>,
 }
 
 /// A walked footer: its bytes, where its row groups lie, and each row group's metadata.
@@ -233,6 +235,7 @@ impl ParquetFile {
             ArrowReaderMetadata::try_new(Arc::new(file_level), opts)
                 .map_err(|e| invalid_footer(&full, &e))
         })?;
+        let n_columns = meta.schema().fields().len();
         Ok(ParquetFile {
             slice,
             footer_at,
@@ -243,6 +246,7 @@ impl ParquetFile {
             rel: path.to_string(),
             cache: Mutex::new(VecDeque::new()),
             reads: reads.clone(),
+            not_plain: (0..n_columns).map(|_| AtomicBool::new(false)).collect(),
         })
     }
 
@@ -410,7 +414,30 @@ impl ParquetFile {
     /// without nulls ([`plain`](super::plain)); [`Plain::NotPlain`] otherwise (some pages
     /// may have been handed out: the caller decodes the column again with
     /// [`decode_batches`](Self::decode_batches)). Bypasses the cache and the read counter.
+    /// A column found not plain in one row group is not tried again in this file (a
+    /// nullable column with nulls would otherwise be read twice in every group).
     pub(crate) fn decode_plain(
+        &self,
+        g: usize,
+        col: usize,
+        t: &arrow_schema::DataType,
+        f: impl FnMut(usize, &[u8]) -> Result<()>,
+    ) -> Result<Plain> {
+        let Some(flag) = self.not_plain.get(col) else {
+            return Ok(Plain::NotPlain);
+        };
+        if flag.load(Ordering::Relaxed) {
+            return Ok(Plain::NotPlain);
+        }
+        let r = self.decode_plain_group(g, col, t, f);
+        if matches!(r, Ok(Plain::NotPlain)) {
+            flag.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// [`decode_plain`](Self::decode_plain) of one row group.
+    fn decode_plain_group(
         &self,
         g: usize,
         col: usize,
@@ -718,6 +745,11 @@ mod tests {
             (Plain::NotPlain, true),
             "null in the last page"
         );
+        // Not tried again in this file: the first group, without nulls, is not handed out.
+        let r = f
+            .decode_plain(0, 1, &DataType::Float64, |_, _| panic!("tried again"))
+            .unwrap();
+        assert_eq!(r, Plain::NotPlain);
         for (col, t) in [
             (2, DataType::Int32),
             (0, DataType::Float32),
