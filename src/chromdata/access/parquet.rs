@@ -415,7 +415,9 @@ impl ParquetFile {
     /// may have been handed out: the caller decodes the column again with
     /// [`decode_batches`](Self::decode_batches)). Bypasses the cache and the read counter.
     /// A column found not plain in one row group is not tried again in this file (a
-    /// nullable column with nulls would otherwise be read twice in every group).
+    /// nullable column with nulls would otherwise be read twice in every group). Local
+    /// files only: each column is fetched alone here, and at a URL that would be a request
+    /// per column where the crate's path makes one per run of adjacent chunks.
     pub(crate) fn decode_plain(
         &self,
         g: usize,
@@ -423,7 +425,7 @@ impl ParquetFile {
         t: &arrow_schema::DataType,
         f: impl FnMut(usize, &[u8]) -> Result<()>,
     ) -> Result<Plain> {
-        let Some(flag) = self.not_plain.get(col) else {
+        let Some(flag) = self.not_plain.get(col).filter(|_| !self.slice.is_remote()) else {
             return Ok(Plain::NotPlain);
         };
         if flag.load(Ordering::Relaxed) {

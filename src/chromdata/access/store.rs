@@ -157,6 +157,15 @@ impl FileSlice {
         matches!(self.source, Source::File(_))
     }
 
+    /// Whether the bytes come from an object store (each read a request).
+    pub(crate) fn is_remote(&self) -> bool {
+        match &self.source {
+            Source::File(_) | Source::Memory(_) => false,
+            #[cfg(feature = "remote")]
+            Source::Object { .. } => true,
+        }
+    }
+
     /// Requests this slice's reads may have in flight at once: 1 for a local file, the
     /// store's `max_concurrency` at a URL (readers run that many row-group reads at once).
     pub(crate) fn request_width(&self) -> usize {
