@@ -133,6 +133,8 @@ pub(crate) struct PageInfo {
     pub(crate) uncompressed: Option<usize>,
     /// `data_page_header` (data pages v1).
     pub(crate) data: Option<DataPageV1>,
+    /// `dictionary_page_header`: its `num_values` and `encoding` (each `None` when missing).
+    pub(crate) dictionary: Option<[Option<i64>; 2]>,
 }
 
 /// The fields of a v1 `DataPageHeader` (each `None` when missing).
@@ -406,7 +408,7 @@ impl Walker<'_> {
     /// holds of the other fields; every other field skipped.
     fn page_header(&mut self) -> Walk<PageInfo> {
         let (mut size, mut page_type, mut uncompressed) = (None, None, None);
-        let mut data = None;
+        let (mut data, mut dictionary) = (None, None);
         let mut last = 0i16;
         while let Some((id, ty)) = self.field_header(last)? {
             match (id, ty) {
@@ -414,6 +416,7 @@ impl Walker<'_> {
                 (2, T_I32) => uncompressed = Some(self.zigzag()?),
                 (3, T_I32) => size = Some(self.zigzag()?),
                 (5, T_STRUCT) => data = Some(self.data_page_header()?),
+                (7, T_STRUCT) => dictionary = Some(self.dictionary_page_header()?),
                 _ => self.skip_field(ty, 1)?,
             }
             last = id;
@@ -429,6 +432,7 @@ impl Walker<'_> {
             page_type,
             uncompressed: uncompressed.and_then(|n| usize::try_from(n).ok()),
             data,
+            dictionary,
         })
     }
 
@@ -449,6 +453,21 @@ impl Walker<'_> {
             encoding: f[1],
             def_level_encoding: f[2],
         })
+    }
+
+    /// A `DictionaryPageHeader`: fields 1 (`num_values`) and 2 (`encoding`), every other
+    /// field skipped.
+    fn dictionary_page_header(&mut self) -> Walk<[Option<i64>; 2]> {
+        let mut f = [None; 2];
+        let mut last = 0i16;
+        while let Some((id, ty)) = self.field_header(last)? {
+            match (id, ty) {
+                (1..=2, T_I32) => f[(id - 1) as usize] = Some(self.zigzag()?),
+                _ => self.skip_field(ty, 2)?,
+            }
+            last = id;
+        }
+        Ok(f)
     }
 
     /// The top-level `FileMetaData` walk of [`FooterMap::scan`].

@@ -461,11 +461,7 @@ impl ParquetFile {
             return Ok(Plain::NotPlain);
         }
         let md = self.group_meta(g)?;
-        let c = md.row_group(0).column(leaf);
-        if c.dictionary_page_offset().is_some() {
-            return Ok(Plain::NotPlain);
-        }
-        let compression = c.compression();
+        let compression = md.row_group(0).column(leaf).compression();
         let read_error: Mutex<Option<Error>> = Mutex::new(None);
         let chunks = GroupChunks::fetch(md, 0, &[leaf], |s, buf, l| {
             self.slice.read_into(s, buf, l).map_err(|e| {
@@ -676,9 +672,9 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A column of PLAIN pages is handed out page by page with the values decode_columns
-    /// gives; with a null in its last page (pages before it handed out), a dictionary or a
-    /// type other than the stored one, it is not plain.
+    /// A column of PLAIN pages, and one of dictionary indices, is handed out page by page
+    /// with the values decode_columns gives; with a null in its last page (pages before it
+    /// handed out) or a type other than the stored one, it is not plain.
     #[test]
     fn plain_columns_match_the_crates_decoding() {
         use arrow_array::{Float64Array, Int32Array};
@@ -752,8 +748,23 @@ mod tests {
             .decode_plain(0, 1, &DataType::Float64, |_, _| panic!("tried again"))
             .unwrap();
         assert_eq!(r, Plain::NotPlain);
+        for g in 0..f.num_row_groups().unwrap() {
+            let mut bytes = Vec::new();
+            let r = f
+                .decode_plain(g, 2, &DataType::Int32, |at, v| {
+                    assert_eq!(at * 4, bytes.len(), "consecutive pages");
+                    bytes.extend_from_slice(v);
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(r, Plain::Done, "dictionary column, row group {g}");
+            let crate_d = f.decode_columns(g, &[2]).unwrap();
+            let want = crate_d[0].as_any().downcast_ref::<Int32Array>().unwrap();
+            let want: Vec<u8> = want.values().iter().flat_map(|v| v.to_le_bytes()).collect();
+            assert_eq!(bytes, want, "dictionary column, row group {g}");
+        }
         for (col, t) in [
-            (2, DataType::Int32),
+            (2, DataType::Int64),
             (0, DataType::Float32),
             (0, DataType::Int64),
         ] {

@@ -1,13 +1,18 @@
-//! Fixed-width column chunks stored as PLAIN pages without nulls, handed out page by page
-//! as the values' bytes, without the parquet crate's decoder.
+//! Fixed-width column chunks stored as PLAIN pages without nulls, or as a dictionary page
+//! of PLAIN values and pages of indices into it, handed out page by page as the values'
+//! bytes, without the parquet crate's decoder.
 //!
 //! Why: coordinates (x, y, z, layers; spec §10.1 and §6.2: never null, not
 //! dictionary-encoded in coords partitions) are most of a get_chrom's bytes. Through the
 //! crate, each page's values were copied from the decompressed page into a fresh Arrow
 //! array, and from it into the result's column; here they are copied once, from the
-//! decompressed page into place. Anything else (a dictionary, another encoding, a null, a
-//! v2 page, a size that does not add up) makes the chunk "not plain", and the caller
-//! decodes it through the crate, which also reports what is wrong with a damaged one.
+//! decompressed page into place. Dictionary-encoded ones (bin_id; 2.2 primary tracks, which
+//! §6.2 asks writers to store with dictionaries) are gathered from the dictionary into one
+//! reused page-sized buffer: through the crate, its RLE decoder and the copies were a third
+//! of a 10 M x 60 store's full read (perf). Anything else (another encoding, a null, a v2
+//! page, a size that does not add up, an index past the dictionary) makes the chunk "not
+//! plain", and the caller decodes it through the crate, which also reports what is wrong
+//! with a damaged one.
 
 use arrow_schema::DataType;
 use parquet::basic::{Compression, Type as PhysicalType};
@@ -18,8 +23,11 @@ use crate::parquet_meta::footer::{page_info, PageInfo};
 
 /// Thrift enum values of the page header (parquet.thrift).
 const DATA_PAGE: i64 = 0;
+const DICTIONARY_PAGE: i64 = 2;
 const PLAIN: i64 = 0;
+const PLAIN_DICTIONARY: i64 = 2;
 const RLE: i64 = 3;
+const RLE_DICTIONARY: i64 = 8;
 
 /// The byte width of an Arrow `t` whose values are the PLAIN bytes of Parquet `physical`
 /// values as they are (little-endian, same width, same meaning); `None` for any other pair.
@@ -48,32 +56,58 @@ pub(crate) enum Plain {
     NotPlain,
 }
 
-/// A chunk's pages as walked: (offset of the page's bytes after its header, header).
-fn plain_pages(chunk: &[u8], max_def: i16, rows: usize) -> Option<Vec<(usize, PageInfo)>> {
+/// One page of a chunk as walked.
+#[derive(Clone, Copy)]
+enum PageKind {
+    /// The dictionary page (first in the chunk): PLAIN values.
+    Dictionary,
+    /// A data page of PLAIN values.
+    Values,
+    /// A data page of indices into the dictionary.
+    Indices,
+}
+
+/// A chunk's pages as walked: (kind, offset of the page's bytes after its header, header).
+fn plain_pages(
+    chunk: &[u8],
+    max_def: i16,
+    rows: usize,
+) -> Option<Vec<(PageKind, usize, PageInfo)>> {
     let mut pages = Vec::new();
     let (mut pos, mut values) = (0usize, 0usize);
     while pos < chunk.len() {
         let p = page_info(&chunk[pos..]).ok()?;
-        let d = p.data?;
-        let plain = p.page_type == Some(DATA_PAGE)
-            && d.encoding == Some(PLAIN)
-            && (max_def == 0 || d.def_level_encoding == Some(RLE));
-        if !plain {
-            return None;
-        }
+        let kind = if p.page_type == Some(DICTIONARY_PAGE) && pages.is_empty() {
+            let [_, encoding] = p.dictionary?;
+            matches!(encoding, Some(PLAIN | PLAIN_DICTIONARY)).then_some(PageKind::Dictionary)?
+        } else {
+            let d = p.data?;
+            let levels_ok = max_def == 0 || d.def_level_encoding == Some(RLE);
+            let dictionary = matches!(pages.first(), Some((PageKind::Dictionary, _, _)));
+            let kind = match d.encoding {
+                Some(PLAIN) => PageKind::Values,
+                Some(PLAIN_DICTIONARY | RLE_DICTIONARY) if dictionary => PageKind::Indices,
+                _ => return None,
+            };
+            if p.page_type != Some(DATA_PAGE) || !levels_ok {
+                return None;
+            }
+            values = values.checked_add(usize::try_from(d.num_values?).ok()?)?;
+            kind
+        };
         let body = pos.checked_add(p.header)?;
         pos = body.checked_add(p.size).filter(|&e| e <= chunk.len())?;
-        values = values.checked_add(usize::try_from(d.num_values?).ok()?)?;
-        pages.push((body, p));
+        pages.push((kind, body, p));
     }
     (values == rows).then_some(pages)
 }
 
 /// Hands out the values of a fixed-width column chunk `chunk` (its bytes, page headers
 /// included) of `rows` rows as `f(first row, values' bytes)` per page, when every page is
-/// a v1 data page of PLAIN values of `width` bytes without nulls, stored UNCOMPRESSED or
-/// ZSTD; `max_def` is the column's maximum definition level (0 or 1; nested columns are
-/// not for this reader). Errors are those of `f`.
+/// a v1 data page without nulls of PLAIN values of `width` bytes or of indices into the
+/// chunk's dictionary page of PLAIN values, stored UNCOMPRESSED or ZSTD; `max_def` is the
+/// column's maximum definition level (0 or 1; nested columns are not for this reader).
+/// Errors are those of `f`.
 pub(crate) fn decode_plain_chunk(
     chunk: &[u8],
     compression: Compression,
@@ -87,14 +121,16 @@ pub(crate) fn decode_plain_chunk(
         Compression::UNCOMPRESSED => false,
         _ => return Ok(Plain::NotPlain),
     };
-    if max_def > 1 || width == 0 {
+    if max_def > 1 || !matches!(width, 4 | 8) {
         return Ok(Plain::NotPlain);
     }
     let Some(pages) = plain_pages(chunk, max_def, rows) else {
         return Ok(Plain::NotPlain);
     };
     let mut row = 0usize;
-    for (body, p) in pages {
+    let mut dictionary = Dictionary::None;
+    let mut gathered: Option<Pooled> = None;
+    for (kind, body, p) in pages {
         let stored = &chunk[body..body + p.size];
         let Some(size) = p.uncompressed else {
             return Ok(Plain::NotPlain);
@@ -113,9 +149,29 @@ pub(crate) fn decode_plain_chunk(
         } else {
             return Ok(Plain::NotPlain);
         };
+        if let PageKind::Dictionary = kind {
+            let n = p.dictionary.and_then(|[n, _]| n);
+            match Dictionary::of(page, width, n) {
+                Some(d) => dictionary = d,
+                None => return Ok(Plain::NotPlain),
+            }
+            continue;
+        }
         let n = p.data.and_then(|d| d.num_values).unwrap_or(0) as usize;
-        let Some(values) = values_of(page, max_def, n, width) else {
+        let Some(body) = after_levels(page, max_def, n) else {
             return Ok(Plain::NotPlain);
+        };
+        let values = match kind {
+            PageKind::Indices => {
+                let out =
+                    gathered.get_or_insert_with(|| Pooled(pooled_buffer(n.saturating_mul(width))));
+                if dictionary.gather(body, n, &mut out.0).is_none() {
+                    return Ok(Plain::NotPlain);
+                }
+                &out.0[..]
+            }
+            _ if Some(body.len()) == n.checked_mul(width) => body,
+            _ => return Ok(Plain::NotPlain),
         };
         f(row, values)?;
         row += n;
@@ -123,20 +179,161 @@ pub(crate) fn decode_plain_chunk(
     Ok(Plain::Done)
 }
 
-/// The page's values (`n` of `width` bytes) after its definition levels, when there is
-/// no null among them.
-fn values_of(page: &[u8], max_def: i16, n: usize, width: usize) -> Option<&[u8]> {
-    let values = if max_def == 0 {
-        page
-    } else {
-        let len = u32::from_le_bytes(page.get(..4)?.try_into().ok()?) as usize;
-        let levels = page.get(4..4usize.checked_add(len)?)?;
-        if !all_defined(levels, n) {
+/// The page's bytes after its definition levels, when there is no null among its `n`
+/// values.
+fn after_levels(page: &[u8], max_def: i16, n: usize) -> Option<&[u8]> {
+    if max_def == 0 {
+        return Some(page);
+    }
+    let len = u32::from_le_bytes(page.get(..4)?.try_into().ok()?) as usize;
+    let levels = page.get(4..4usize.checked_add(len)?)?;
+    all_defined(levels, n).then(|| &page[4 + len..])
+}
+
+/// A chunk's dictionary: its values, by width.
+enum Dictionary {
+    None,
+    W4(Vec<[u8; 4]>),
+    W8(Vec<[u8; 8]>),
+}
+
+impl Dictionary {
+    /// The dictionary page's values (`page`, PLAIN values of `width` bytes, `n` of them
+    /// when the header says). `None` when the sizes do not add up or it is empty.
+    fn of(page: &[u8], width: usize, n: Option<i64>) -> Option<Dictionary> {
+        let count = page.len() / width;
+        if !page.len().is_multiple_of(width) || count == 0 || n.is_some_and(|n| n != count as i64) {
             return None;
         }
-        &page[4 + len..]
-    };
-    (values.len() == n.checked_mul(width)?).then_some(values)
+        Some(match width {
+            4 => Dictionary::W4(
+                page.chunks_exact(4)
+                    .map(|c| c.try_into().expect("4"))
+                    .collect(),
+            ),
+            8 => Dictionary::W8(
+                page.chunks_exact(8)
+                    .map(|c| c.try_into().expect("8"))
+                    .collect(),
+            ),
+            _ => return None,
+        })
+    }
+
+    /// Writes into `out` (replacing its contents) the values of the `n` indices of a data
+    /// page's `body` (bit width, then RLE / bit-packed hybrid runs). `None` when the body
+    /// is short, a run is empty, the width is over 32 or an index is past the dictionary.
+    fn gather(&self, body: &[u8], n: usize, out: &mut Vec<u8>) -> Option<()> {
+        match self {
+            Dictionary::None => None,
+            Dictionary::W4(d) => gather_indices(body, n, d, out),
+            Dictionary::W8(d) => gather_indices(body, n, d, out),
+        }
+    }
+}
+
+/// [`Dictionary::gather`] for values of `W` bytes.
+fn gather_indices<const W: usize>(
+    body: &[u8],
+    n: usize,
+    dict: &[[u8; W]],
+    out: &mut Vec<u8>,
+) -> Option<()> {
+    let (&bits, mut rest) = body.split_first()?;
+    if bits > 32 || dict.is_empty() {
+        return None;
+    }
+    let bits = u32::from(bits);
+    out.clear();
+    out.resize(n.checked_mul(W)?, 0);
+    let mut slots = out.chunks_exact_mut(W);
+    let mut left = n;
+    while left > 0 {
+        let (h, used) = uleb128(rest)?;
+        rest = &rest[used..];
+        let count = usize::try_from(h >> 1).ok().filter(|&c| c > 0)?;
+        if h & 1 == 0 {
+            // An RLE run: `count` times the index in the next ceil(bits / 8) bytes.
+            let width = bits.div_ceil(8) as usize;
+            let bytes = rest.get(..width)?;
+            rest = &rest[width..];
+            let index = bytes
+                .iter()
+                .rev()
+                .fold(0usize, |v, &b| (v << 8) | b as usize);
+            let value = dict.get(index)?;
+            for slot in slots.by_ref().take(count.min(left)) {
+                slot.copy_from_slice(value);
+            }
+            left -= count.min(left);
+        } else {
+            // Bit-packed: `count` groups of 8 indices, `bits` bytes per group, LSB first.
+            let len = count.checked_mul(bits as usize)?;
+            let packed = rest.get(..len)?;
+            rest = &rest[len..];
+            let take = count.saturating_mul(8).min(left);
+            unpack_gather(packed, bits, take, dict, &mut slots)?;
+            left -= take;
+        }
+    }
+    Some(())
+}
+
+/// Writes the values of the first `take` indices of `bits` bits packed in `packed` into
+/// the next `take` slots. Widths up to 16 bits go a group of 8 indices (one 128-bit load)
+/// at a time while 16 bytes are left; the rest one index (one 64-bit load) at a time.
+#[inline]
+fn unpack_gather<const W: usize>(
+    packed: &[u8],
+    bits: u32,
+    take: usize,
+    dict: &[[u8; W]],
+    slots: &mut std::slice::ChunksExactMut<'_, u8>,
+) -> Option<()> {
+    let b = bits as usize;
+    let mask = (1u64 << b) - 1;
+    let mut i = 0usize;
+    if b <= 16 {
+        // A group's indices 0-3 lie in the 8 bytes at its start and 4-7 in the 8 bytes
+        // from byte 4b / 8, shifted by 4b % 8 (0 or 4): 4 * 16 + 0 and 4 * 15 + 4 bits fit.
+        let (hi_at, hi_shift) = (4 * b / 8, (4 * b % 8) as u32);
+        let last = dict.len() - 1;
+        while i + 8 <= take {
+            let at = i / 8 * b;
+            let Some(group) = packed.get(at..at + 16) else {
+                break;
+            };
+            let lo = u64::from_le_bytes(group[..8].try_into().expect("8 bytes"));
+            let hi = u64::from_le_bytes(group[hi_at..hi_at + 8].try_into().expect("8 bytes"));
+            let hi = hi >> hi_shift;
+            let mut past = false;
+            for word in [lo, hi] {
+                for k in 0..4 {
+                    let index = ((word >> (k * b)) & mask) as usize;
+                    past |= index > last;
+                    slots.next()?.copy_from_slice(&dict[index.min(last)]);
+                }
+            }
+            if past {
+                return None;
+            }
+            i += 8;
+        }
+    }
+    for i in i..take {
+        let bit = i * b;
+        let at = bit >> 3;
+        let word = match packed.get(at..at + 8) {
+            Some(w) => u64::from_le_bytes(w.try_into().expect("8 bytes")),
+            None => packed[at.min(packed.len())..]
+                .iter()
+                .rev()
+                .fold(0u64, |v, &b| (v << 8) | u64::from(b)),
+        };
+        let index = ((word >> (bit & 7)) & mask) as usize;
+        slots.next()?.copy_from_slice(dict.get(index)?);
+    }
+    Some(())
 }
 
 /// Whether the first `n` definition levels of width 1 (RLE / bit-packed hybrid) are all 1.
@@ -320,13 +517,163 @@ mod tests {
         }
     }
 
-    /// Dictionary pages, v2 pages, a null and a wrong width or row count are not plain.
+    /// Dictionary-encoded chunks give exactly the values written: every index width from
+    /// a one-value dictionary (0 bits) to 17 bits, RLE runs and bit-packed groups, required
+    /// or nullable, zstd or not, several pages and row groups; and a dictionary that grew
+    /// past its limit, after which the writer stored PLAIN pages in the same chunk.
+    #[test]
+    fn dictionary_chunks_give_the_values_written() {
+        for distinct in [1usize, 2, 3, 255, 256, 300, 70_000] {
+            // Runs of repeats (RLE) and scattered values (bit-packed).
+            let f: Vec<f32> = (0..9000)
+                .map(|i| {
+                    if i % 1000 < 100 {
+                        1.5
+                    } else {
+                        ((i * 7919) % distinct) as f32
+                    }
+                })
+                .collect();
+            let d: Vec<f64> = f.iter().map(|&x| f64::from(x) * -0.25).collect();
+            let n: Vec<i32> = f.iter().map(|&x| x as i32 - 5).collect();
+            for (nullable, zstd) in [(false, false), (false, true), (true, false), (true, true)] {
+                let p = || props(true, zstd, false, 4000);
+                let c = chunks_of(Arc::new(Float32Array::from(f.clone())), nullable, p());
+                assert!(c.len() > 1, "several row groups");
+                let expected = le_bytes(&f, |x| x.to_le_bytes().to_vec());
+                assert_eq!(decode_all(&c, 4), Ok(expected), "{distinct}");
+                let c = chunks_of(Arc::new(Float64Array::from(d.clone())), nullable, p());
+                let expected = le_bytes(&d, |x| x.to_le_bytes().to_vec());
+                assert_eq!(decode_all(&c, 8), Ok(expected), "{distinct}");
+                let c = chunks_of(Arc::new(Int32Array::from(n.clone())), nullable, p());
+                let expected = le_bytes(&n, |x| x.to_le_bytes().to_vec());
+                assert_eq!(decode_all(&c, 4), Ok(expected), "{distinct}");
+            }
+        }
+        let f: Vec<f32> = (0..9000).map(|i| i as f32).collect();
+        let props = WriterProperties::builder()
+            .set_dictionary_enabled(true)
+            .set_dictionary_page_size_limit(1024)
+            .set_data_page_row_count_limit(500)
+            .set_write_batch_size(500)
+            .build();
+        let c = chunks_of(Arc::new(Float32Array::from(f.clone())), false, props);
+        let (chunk, ..) = &c[0];
+        let pages = plain_pages(chunk, 0, c[0].3).expect("walked");
+        assert!(matches!(pages[0].0, PageKind::Dictionary));
+        assert!(pages.iter().any(|p| matches!(p.0, PageKind::Indices)));
+        assert!(pages.iter().any(|p| matches!(p.0, PageKind::Values)));
+        assert_eq!(
+            decode_all(&c, 4),
+            Ok(le_bytes(&f, |x| x.to_le_bytes().to_vec()))
+        );
+    }
+
+    /// Index runs decoded by hand: RLE and bit-packed runs (padding of the last group
+    /// ignored); an index past the dictionary, an empty run, a short body and widths over
+    /// 32 bits are refused.
+    #[test]
+    fn dictionary_indices_decode_or_are_refused() {
+        let dict: Vec<[u8; 4]> = (0..8u32).map(|v| (v * 10).to_le_bytes()).collect();
+        let values = |out: &[u8]| -> Vec<u32> {
+            out.chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        let mut out = Vec::new();
+        // Width 3: RLE 4 x index 5, then one bit-packed group 0..7 (3 bytes), 10 values.
+        // 0..7 packed LSB first at 3 bits: 0b10_001_000, 0b1_100_011_0, 0b111_110_1 ...
+        let packed = [0x88, 0xc6, 0xfa];
+        let body = [&[3u8, 0x08, 5, 0x03][..], &packed].concat();
+        gather_indices(&body, 10, &dict, &mut out).unwrap();
+        assert_eq!(values(&out), vec![50, 50, 50, 50, 0, 10, 20, 30, 40, 50]);
+        gather_indices(&body, 12, &dict, &mut out).unwrap();
+        assert_eq!(values(&out)[4..], [0, 10, 20, 30, 40, 50, 60, 70]);
+        assert!(
+            gather_indices(&body, 13, &dict, &mut out).is_none(),
+            "too few"
+        );
+        assert!(
+            gather_indices(&[3, 0x08, 8], 4, &dict, &mut out).is_none(),
+            "index 8 of 8"
+        );
+        assert!(
+            gather_indices(&[3, 0x00, 1], 1, &dict, &mut out).is_none(),
+            "empty run"
+        );
+        assert!(gather_indices(&[33, 0x02, 0, 0, 0, 0, 0], 1, &dict, &mut out).is_none());
+        assert!(gather_indices(&[], 1, &dict, &mut out).is_none());
+        let none: [[u8; 4]; 0] = [];
+        assert!(gather_indices(&[0, 0x02], 1, &none, &mut out).is_none());
+        // Bit-packed groups with 16 bytes from their start go 8 at a time (here the first
+        // four of 40 indices of 9 bits: 45 bytes), the last one one at a time.
+        let wide: Vec<[u8; 4]> = (0..512u32).map(|v| (v * 3).to_le_bytes()).collect();
+        let pack = |indices: &[u32]| -> Vec<u8> {
+            let mut packed = vec![0u8; 45];
+            for (i, &v) in indices.iter().enumerate() {
+                for k in 0..9 {
+                    if v >> k & 1 == 1 {
+                        packed[(i * 9 + k) / 8] |= 1 << ((i * 9 + k) % 8);
+                    }
+                }
+            }
+            [&[9u8, 0x0b][..], &packed].concat()
+        };
+        let mut indices: Vec<u32> = (0..40u32).map(|i| (i * 97 + 5) % 511).collect();
+        gather_indices(&pack(&indices), 40, &wide, &mut out).unwrap();
+        let want: Vec<u32> = indices.iter().map(|&i| i * 3).collect();
+        assert_eq!(values(&out), want);
+        // Index 511 in a dictionary of 511 values, in a group of 8 or one of the last:
+        // refused either way; in the full dictionary, decoded.
+        for at in [3, 29, 36] {
+            let saved = indices[at];
+            indices[at] = 511;
+            let body = pack(&indices);
+            assert!(
+                gather_indices(&body, 40, &wide[..511], &mut out).is_none(),
+                "{at}"
+            );
+            gather_indices(&body, 40, &wide, &mut out).unwrap();
+            assert_eq!(values(&out)[at], 511 * 3);
+            indices[at] = saved;
+        }
+        // Width 0: every index is 0, with no bytes for the values.
+        gather_indices(&[0, 0x16], 11, &dict, &mut out).unwrap();
+        assert_eq!(values(&out), vec![0; 11]);
+        // Wide indices: 17 bits, RLE value in 3 bytes.
+        let big: Vec<[u8; 8]> = (0..70_000u64).map(|v| v.to_le_bytes()).collect();
+        gather_indices(&[17, 0x04, 0x11, 0x11, 0x01], 2, &big, &mut out).unwrap();
+        assert_eq!(
+            out,
+            [0x11111u64.to_le_bytes(), 0x11111u64.to_le_bytes()].concat()
+        );
+        let mut d = Dictionary::of(&[0u8; 12], 4, Some(3)).unwrap();
+        assert!(d.gather(&[1, 0x02, 2], 1, &mut out).is_some());
+        assert!(
+            Dictionary::of(&[0u8; 12], 4, Some(2)).is_none(),
+            "count differs"
+        );
+        assert!(
+            Dictionary::of(&[0u8; 10], 4, None).is_none(),
+            "not whole values"
+        );
+        assert!(Dictionary::of(&[], 4, None).is_none(), "empty");
+        d = Dictionary::None;
+        assert!(
+            d.gather(&[1, 0x02, 0], 1, &mut out).is_none(),
+            "no dictionary page"
+        );
+    }
+
+    /// V2 pages, a null and a wrong width or row count are not plain.
     #[test]
     fn other_chunks_are_not_plain() {
         let f: Vec<f32> = (0..3000).map(|i| (i % 17) as f32).collect();
         let a = || Arc::new(Float32Array::from(f.clone())) as ArrayRef;
         let dict = chunks_of(a(), false, props(true, true, false, 5000));
-        assert_eq!(decode_all(&dict, 4), Err(Plain::NotPlain));
+        assert_eq!(decode_all(&dict, 8), Err(Plain::NotPlain), "wrong width");
+        let v2_dict = chunks_of(a(), false, props(true, true, true, 5000));
+        assert_eq!(decode_all(&v2_dict, 4), Err(Plain::NotPlain));
         let v2 = chunks_of(a(), false, props(false, true, true, 5000));
         assert_eq!(decode_all(&v2, 4), Err(Plain::NotPlain));
         // One null in the last page: the first pages are handed out, then NotPlain.
