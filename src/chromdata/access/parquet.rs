@@ -410,8 +410,9 @@ impl ParquetFile {
     }
 
     /// Hands out top-level column `col` of row group `g` page by page as `f(first row,
-    /// values' bytes)` when the column is a fixed-width Arrow `t` stored as PLAIN pages
-    /// without nulls ([`plain`](super::plain)); [`Plain::NotPlain`] otherwise (some pages
+    /// values' bytes)` when the column is a fixed-width Arrow `t` stored without nulls as
+    /// PLAIN pages or as indices into a dictionary page ([`plain`](super::plain));
+    /// [`Plain::NotPlain`] otherwise (some pages
     /// may have been handed out: the caller decodes the column again with
     /// [`decode_batches`](Self::decode_batches)). Bypasses the cache and the read counter.
     /// A column found not plain in one row group is not tried again in this file (a

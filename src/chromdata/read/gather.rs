@@ -9,7 +9,8 @@
 //! all decoded groups plus a concatenated copy; reordering (2.1 runs across partitions, 2.2
 //! coords runs into primary order) is a copy of whole blocks, reading the groups in turn
 //! and writing each block once. Fixed-width columns stored as PLAIN pages without nulls
-//! (coordinates) are copied from the decompressed pages themselves
+//! (coordinates) are copied from the decompressed pages themselves, dictionary-encoded ones
+//! (2.2 primary tracks) gathered from their dictionary page page by page
 //! ([`plain`](crate::chromdata::access::plain)), without an Arrow array in between. Columns
 //! that are not fixed-width (strings, booleans) are kept as slices of their groups and
 //! concatenated in output order at the end.
