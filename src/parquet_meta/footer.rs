@@ -439,30 +439,28 @@ impl Walker<'_> {
     /// A `DataPageHeader` (v1): fields 1-3, every other field skipped; a missing required
     /// field is `None` there.
     fn data_page_header(&mut self) -> Walk<DataPageV1> {
-        let mut f = [None; 3];
-        let mut last = 0i16;
-        while let Some((id, ty)) = self.field_header(last)? {
-            match (id, ty) {
-                (1..=3, T_I32) => f[(id - 1) as usize] = Some(self.zigzag()?),
-                _ => self.skip_field(ty, 2)?,
-            }
-            last = id;
-        }
+        let [num_values, encoding, def_level_encoding] = self.first_i32_fields()?;
         Ok(DataPageV1 {
-            num_values: f[0],
-            encoding: f[1],
-            def_level_encoding: f[2],
+            num_values,
+            encoding,
+            def_level_encoding,
         })
     }
 
     /// A `DictionaryPageHeader`: fields 1 (`num_values`) and 2 (`encoding`), every other
     /// field skipped.
     fn dictionary_page_header(&mut self) -> Walk<[Option<i64>; 2]> {
-        let mut f = [None; 2];
+        self.first_i32_fields()
+    }
+
+    /// A struct whose fields 1..=K are i32: their values (`None` when missing or of
+    /// another type), every other field skipped.
+    fn first_i32_fields<const K: usize>(&mut self) -> Walk<[Option<i64>; K]> {
+        let mut f = [None; K];
         let mut last = 0i16;
         while let Some((id, ty)) = self.field_header(last)? {
-            match (id, ty) {
-                (1..=2, T_I32) => f[(id - 1) as usize] = Some(self.zigzag()?),
+            match (usize::try_from(id), ty) {
+                (Ok(i @ 1..), T_I32) if i <= K => f[i - 1] = Some(self.zigzag()?),
                 _ => self.skip_field(ty, 2)?,
             }
             last = id;

@@ -6,8 +6,8 @@
 //! dictionary-encoded in coords partitions) are most of a get_chrom's bytes. Through the
 //! crate, each page's values were copied from the decompressed page into a fresh Arrow
 //! array, and from it into the result's column; here they are copied once, from the
-//! decompressed page into place. Dictionary-encoded ones (bin_id; 2.2 primary tracks, which
-//! §6.2 asks writers to store with dictionaries) are gathered from the dictionary into one
+//! decompressed page into place. Dictionary-encoded ones (2.2 primary tracks, which §6.2
+//! asks writers to store with dictionaries) are gathered from the dictionary into one
 //! reused page-sized buffer: through the crate, its RLE decoder and the copies were a third
 //! of a 10 M x 60 store's full read (perf). Anything else (another encoding, a null, a v2
 //! page, a size that does not add up, an index past the dictionary) makes the chunk "not
