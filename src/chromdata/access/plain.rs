@@ -665,6 +665,117 @@ mod tests {
         );
     }
 
+    /// Encodes `indices` at `bits` bits as RLE / bit-packed hybrid runs: runs of 8 or more
+    /// equal indices as RLE (when `rle`), the rest in bit-packed groups of 8, the last
+    /// group padded with zeros. Independent of the decoder: bit by bit.
+    fn encode_hybrid(indices: &[u32], bits: u32, rle: bool) -> Vec<u8> {
+        let mut out = vec![bits as u8];
+        let uleb = |out: &mut Vec<u8>, mut v: u64| loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(b);
+                break;
+            }
+            out.push(b | 0x80);
+        };
+        let mut i = 0;
+        while i < indices.len() {
+            let same = indices[i..]
+                .iter()
+                .take_while(|&&v| v == indices[i])
+                .count();
+            if rle && same >= 8 {
+                uleb(&mut out, (same as u64) << 1);
+                let bytes = bits.div_ceil(8) as usize;
+                out.extend_from_slice(&indices[i].to_le_bytes()[..bytes]);
+                i += same;
+                continue;
+            }
+            // Bit-packed up to the next run of 8 equal indices (whole groups of 8).
+            let mut end = i;
+            while end < indices.len() {
+                let run = indices[end..]
+                    .iter()
+                    .take_while(|&&v| v == indices[end])
+                    .count();
+                if rle && run >= 8 && end > i && (end - i) % 8 == 0 {
+                    break;
+                }
+                end += 1;
+            }
+            let groups = (end - i).div_ceil(8);
+            uleb(&mut out, ((groups as u64) << 1) | 1);
+            let mut packed = vec![0u8; groups * bits as usize];
+            for (k, &v) in indices[i..end].iter().enumerate() {
+                for b in 0..bits as usize {
+                    if v >> b & 1 == 1 {
+                        let bit = k * bits as usize + b;
+                        packed[bit / 8] |= 1 << (bit % 8);
+                    }
+                }
+            }
+            out.extend(packed);
+            i = end;
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Random indices at every width up to 20 bits, in RLE and bit-packed runs, decode
+        /// to the dictionary's values; with one index made past the dictionary they are
+        /// refused.
+        #[test]
+        fn encoded_indices_decode_to_the_dictionary_values(
+            bits in 0u32..=20,
+            seeds in proptest::collection::vec(proptest::prelude::any::<u32>(), 0..300),
+            runs in proptest::prelude::any::<bool>(),
+            bad in proptest::prelude::any::<proptest::sample::Index>(),
+        ) {
+            let size = 1usize << bits;
+            let dict: Vec<[u8; 8]> = (0..size as u64).map(|v| (v * 31 + 7).to_le_bytes()).collect();
+            // Runs of repeats when `runs`: each seed gives an index and a repeat count.
+            let indices: Vec<u32> = seeds
+                .iter()
+                .flat_map(|&s| {
+                    let n = if runs { 1 + (s >> 24) as usize % 20 } else { 1 };
+                    std::iter::repeat_n(s % size as u32, n)
+                })
+                .collect();
+            let body = encode_hybrid(&indices, bits, runs);
+            let mut out = Vec::new();
+            proptest::prop_assert!(gather_indices(&body, indices.len(), &dict, &mut out).is_some());
+            let want: Vec<u8> = indices.iter().flat_map(|&i| dict[i as usize]).collect();
+            proptest::prop_assert_eq!(out, want);
+            if !indices.is_empty() && bits > 0 {
+                let at = bad.index(indices.len());
+                let short = &dict[..indices[at] as usize];
+                let mut out = Vec::new();
+                let body = encode_hybrid(&indices, bits, runs);
+                let got = gather_indices(&body, indices.len(), short, &mut out);
+                proptest::prop_assert!(got.is_none());
+            }
+        }
+
+        /// Arbitrary bytes as a page body never panic; what decodes is dictionary values.
+        #[test]
+        fn arbitrary_index_bytes_never_panic(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            n in 0usize..400,
+            size in 1usize..70,
+        ) {
+            let dict: Vec<[u8; 4]> = (0..size as u32).map(|v| (v + 1000).to_le_bytes()).collect();
+            let mut out = Vec::new();
+            if gather_indices(&body, n, &dict, &mut out).is_some() {
+                proptest::prop_assert_eq!(out.len(), n * 4);
+                for v in out.chunks_exact(4) {
+                    let v = u32::from_le_bytes(v.try_into().unwrap());
+                    proptest::prop_assert!((1000..1000 + size as u32).contains(&v));
+                }
+            }
+        }
+    }
+
     /// V2 pages, a null and a wrong width or row count are not plain.
     #[test]
     fn other_chunks_are_not_plain() {
