@@ -249,38 +249,30 @@ fn gather_indices<const W: usize>(
     let mut slots = out.chunks_exact_mut(W);
     let mut left = n;
     while left > 0 {
-        let (h, used) = uleb128(rest)?;
-        rest = &rest[used..];
-        let count = usize::try_from(h >> 1).ok().filter(|&c| c > 0)?;
-        if h & 1 == 0 {
-            // An RLE run: `count` times the index in the next ceil(bits / 8) bytes.
-            let width = bits.div_ceil(8) as usize;
-            let bytes = rest.get(..width)?;
-            rest = &rest[width..];
-            let index = bytes
-                .iter()
-                .rev()
-                .fold(0usize, |v, &b| (v << 8) | b as usize);
-            let value = dict.get(index)?;
-            for slot in slots.by_ref().take(count.min(left)) {
-                slot.copy_from_slice(value);
+        match next_run(&mut rest, bits)? {
+            Run::Repeat { count, value } => {
+                let index = value
+                    .iter()
+                    .rev()
+                    .fold(0usize, |v, &b| (v << 8) | b as usize);
+                let value = dict.get(index)?;
+                for slot in slots.by_ref().take(count.min(left)) {
+                    slot.copy_from_slice(value);
+                }
+                left -= count.min(left);
             }
-            left -= count.min(left);
-        } else {
-            // Bit-packed: `count` groups of 8 indices, `bits` bytes per group, LSB first.
-            let len = count.checked_mul(bits as usize)?;
-            let packed = rest.get(..len)?;
-            rest = &rest[len..];
-            let take = count.saturating_mul(8).min(left);
-            unpack_gather(packed, bits, take, dict, &mut slots)?;
-            left -= take;
+            Run::Packed { groups, packed } => {
+                let take = groups.saturating_mul(8).min(left);
+                unpack_gather(packed, bits, take, dict, &mut slots)?;
+                left -= take;
+            }
         }
     }
     Some(())
 }
 
 /// Writes the values of the first `take` indices of `bits` bits packed in `packed` into
-/// the next `take` slots. Widths up to 16 bits go a group of 8 indices (one 128-bit load)
+/// the next `take` slots. Widths up to 16 bits go a group of 8 indices (two 64-bit loads)
 /// at a time while 16 bytes are left; the rest one index (one 64-bit load) at a time.
 #[inline]
 fn unpack_gather<const W: usize>(
@@ -340,41 +332,56 @@ fn unpack_gather<const W: usize>(
 fn all_defined(mut levels: &[u8], n: usize) -> bool {
     let mut seen = 0usize;
     while seen < n {
-        let Some((h, used)) = uleb128(levels) else {
-            return false;
-        };
-        levels = &levels[used..];
-        if h & 1 == 0 {
-            // An RLE run: a count and the value in one byte.
-            let count = h >> 1;
-            match levels.split_first() {
-                Some((&1, rest)) if count > 0 => {
-                    levels = rest;
-                    seen = seen.saturating_add(usize::try_from(count).unwrap_or(usize::MAX));
+        match next_run(&mut levels, 1) {
+            Some(Run::Repeat { count, value: [1] }) => seen = seen.saturating_add(count),
+            Some(Run::Packed { groups, packed }) => {
+                // One byte per group of 8 levels at width 1.
+                let take = (n - seen).min(groups.saturating_mul(8));
+                let (full, part) = (take / 8, take % 8);
+                if packed[..full].iter().any(|&b| b != 0xff)
+                    || (part > 0 && packed[full] & ((1u8 << part) - 1) != (1u8 << part) - 1)
+                {
+                    return false;
                 }
-                _ => return false,
+                seen += take;
             }
-        } else {
-            // Bit-packed: groups of 8 levels, one byte each at width 1.
-            let Ok(groups) = usize::try_from(h >> 1) else {
-                return false;
-            };
-            let Some(bytes) = levels.get(..groups) else {
-                return false;
-            };
-            let take = (n - seen).min(groups.saturating_mul(8));
-            let (full, part) = (take / 8, take % 8);
-            if bytes[..full].iter().any(|&b| b != 0xff)
-                || (part > 0 && bytes[full] & ((1u8 << part) - 1) != (1u8 << part) - 1)
-                || groups == 0
-            {
-                return false;
-            }
-            levels = &levels[groups..];
-            seen += take;
+            _ => return false,
         }
     }
     true
+}
+
+/// One run of RLE / bit-packed hybrid data (definition levels, dictionary indices).
+enum Run<'a> {
+    /// `count` times the value in `value` (ceil(bits / 8) bytes, little-endian).
+    Repeat { count: usize, value: &'a [u8] },
+    /// `groups` groups of 8 values of `bits` bits, LSB first, in `packed`.
+    Packed { groups: usize, packed: &'a [u8] },
+}
+
+/// The run of `bits`-bit values at the start of `rest`, which is advanced past it. `None`
+/// when the bytes end first or the run is empty.
+fn next_run<'a>(rest: &mut &'a [u8], bits: u32) -> Option<Run<'a>> {
+    let (h, used) = uleb128(rest)?;
+    let count = usize::try_from(h >> 1).ok().filter(|&c| c > 0)?;
+    let len = if h & 1 == 0 {
+        bits.div_ceil(8) as usize
+    } else {
+        count.checked_mul(bits as usize)?
+    };
+    let bytes = rest.get(used..used.checked_add(len)?)?;
+    *rest = &rest[used + len..];
+    Some(if h & 1 == 0 {
+        Run::Repeat {
+            count,
+            value: bytes,
+        }
+    } else {
+        Run::Packed {
+            groups: count,
+            packed: bytes,
+        }
+    })
 }
 
 /// An unsigned LEB128 varint (at most 10 bytes) and its length.
@@ -746,12 +753,10 @@ mod tests {
             let mut out = Vec::new();
             proptest::prop_assert!(gather_indices(&body, indices.len(), &dict, &mut out).is_some());
             let want: Vec<u8> = indices.iter().flat_map(|&i| dict[i as usize]).collect();
-            proptest::prop_assert_eq!(out, want);
+            proptest::prop_assert_eq!(&out, &want);
             if !indices.is_empty() && bits > 0 {
                 let at = bad.index(indices.len());
                 let short = &dict[..indices[at] as usize];
-                let mut out = Vec::new();
-                let body = encode_hybrid(&indices, bits, runs);
                 let got = gather_indices(&body, indices.len(), short, &mut out);
                 proptest::prop_assert!(got.is_none());
             }
