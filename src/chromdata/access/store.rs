@@ -747,13 +747,20 @@ impl Store {
     }
 
     /// The whole content of `path`, or `None` when it does not exist (one request for a
-    /// store at a URL, where `exists` then `read` would be two).
+    /// store at a URL, where `exists` then `read` would be two; one open of a local file,
+    /// where they would be two: an open reads some thirty files this way).
     pub(crate) fn read_opt(&self, path: &str) -> Result<Option<Vec<u8>>> {
         if let Some(known) = self.ahead_of(path) {
             return Ok(known.map(Vec::from));
         }
-        #[cfg(feature = "remote")]
-        if let Backend::RemoteDir(_) = &self.backend {
+        let one_read = match &self.backend {
+            Backend::Dir(_) => true,
+            #[cfg(feature = "remote")]
+            Backend::RemoteDir(_) => true,
+            _ => false,
+        };
+        if one_read {
+            // Missing, or not a regular file (what `exists` says no to), is `NotFound`.
             return match self.read(path) {
                 Ok(b) => Ok(Some(b)),
                 Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
