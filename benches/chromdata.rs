@@ -23,7 +23,7 @@
 //!    input order), same child-process harness; and `pyarrow.parquet.write_table` of the
 //!    same IPC data (tests/chromdata/bench_pyarrow.py, timed in Python).
 //! 2. Reading, per store, ours through the C ABI (`dc_chromdata_*`, result streams drained):
-//!    open; get_trace (median over random traces), get_cell (random cells), get_chrom
+//!    open (median of 31 fresh handles); get_trace (median over random traces), get_cell (random cells), get_chrom
 //!    (every chromosome, all columns and `coords`), each with a fresh handle per query
 //!    kind; get_chrom(coords) of the first five chromosomes one after the other (median of
 //!    5 rounds, fresh handles); full read (`read_spots`, all columns and coords) in child
@@ -918,6 +918,11 @@ fn largest_partition_share(store: &Path) -> f64 {
 const CHROMS_X5: usize = 5;
 const ROUNDS_X5: usize = 5;
 
+/// Fresh handles opened, on each side, for the open row (median taken): an open takes
+/// milliseconds and this VM's speed varies from one moment to the next, so the median of
+/// a few opens moved by 2x between runs of the same code.
+const OPEN_ROUNDS: usize = 31;
+
 /// Read benchmarks of one store; returns the per-kind rows and the full-read rows.
 fn bench_reads(
     ctx: &Ctx,
@@ -927,8 +932,8 @@ fn bench_reads(
     cells: &[CatValue],
     chroms: &[String],
 ) -> (Vec<ReadRow>, Vec<FullRow>) {
-    // Open through the C ABI: fresh handle each time, median of 5.
-    let open: Vec<f64> = (0..5)
+    // Open through the C ABI: fresh handle each time, median of OPEN_ROUNDS.
+    let open: Vec<f64> = (0..OPEN_ROUNDS)
         .map(|_| {
             let t = Instant::now();
             let cd = CStore::open(store);
@@ -968,7 +973,7 @@ fn bench_reads(
         ),
     ];
     let all_plan = plan_json(&full_plans[0].1);
-    let mut queries = vec![json!({"kind": "open", "items": [all_plan]})];
+    let mut queries = vec![json!({"kind": "open", "items": [all_plan], "rounds": OPEN_ROUNDS})];
     for k in &kinds {
         queries.push(json!({"kind": k.name, "items": k.plans}));
     }
@@ -981,7 +986,7 @@ fn bench_reads(
     let mut rows = vec![ReadRow {
         store: label.into(),
         kind: "open".into(),
-        n: 5,
+        n: OPEN_ROUNDS,
         groups: "footers".into(),
         ours: median(&open),
         py: py_median(&py, "open", "threads"),
@@ -1324,7 +1329,7 @@ fn print_goals(results: &[(String, Vec<ReadRow>)]) {
          Full reads in process: reads after a first one in the same process (pyarrow: \
          its allocator keeps freed memory; ours: the handle keeps released result memory); \
          fresh process: the first read of a new process on both sides (median of \
-         {FULL_RUNS} processes). \
+         {FULL_RUNS} processes). Open: median of {OPEN_ROUNDS} fresh handles on each side. \
          get_chrom(coords) x5: the first {CHROMS_X5} chromosomes one after the other, \
          median of {ROUNDS_X5} rounds on fresh handles. Point queries: median per query, \
          kept as fast as before (no fixed goal).\n"

@@ -129,8 +129,10 @@ def cmd_read(store_path, plan_path, once):
         if kind == "open":
             spot = sorted({r["path"] for item in items for r in item})
             small = [n for n in store.names() if n.endswith(".parquet") and n not in spot]
-            # One untimed round first, then 5 timed rounds per mode (median taken by the bench).
-            for threads, key, reps in ((True, None, 1), (True, "threads", 5), (False, "single", 5)):
+            # One untimed round first, then `rounds` timed rounds per mode (median taken by
+            # the bench).
+            n = q.get("rounds", 5)
+            for threads, key, reps in ((True, None, 1), (True, "threads", n), (False, "single", n)):
                 for _ in range(reps):
                     t = time.perf_counter()
                     for p in spot:
