@@ -753,12 +753,10 @@ impl Store {
         if let Some(known) = self.ahead_of(path) {
             return Ok(known.map(Vec::from));
         }
-        let one_read = match &self.backend {
-            Backend::Dir(_) => true,
-            #[cfg(feature = "remote")]
-            Backend::RemoteDir(_) => true,
-            _ => false,
-        };
+        #[cfg(feature = "remote")]
+        let one_read = matches!(self.backend, Backend::Dir(_) | Backend::RemoteDir(_));
+        #[cfg(not(feature = "remote"))]
+        let one_read = matches!(self.backend, Backend::Dir(_));
         if one_read {
             // Missing, or not a regular file (what `exists` says no to), is `NotFound`.
             return match self.read(path) {
