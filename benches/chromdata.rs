@@ -23,14 +23,14 @@
 //!    input order), same child-process harness; and `pyarrow.parquet.write_table` of the
 //!    same IPC data (tests/chromdata/bench_pyarrow.py, timed in Python).
 //! 2. Reading, per store, ours through the C ABI (`dc_chromdata_*`, result streams drained):
-//!    open (median of 31 fresh handles); get_trace (median over random traces), get_cell (random cells), get_chrom
-//!    (every chromosome, all columns and `coords`), each with a fresh handle per query
-//!    kind; get_chrom(coords) of the first five chromosomes one after the other (median of
-//!    5 rounds, fresh handles); full read (`read_spots`, all columns and coords) in child
-//!    processes (the first read of each: time + peak RSS; then further reads in the same
-//!    process, timed as pyarrow's are). Baseline: pyarrow reading exactly the same row
-//!    groups and columns of the same files (`ChromData::read_plan` exports them), with and
-//!    without threads.
+//!    open (median of 31 fresh handles); get_trace (median over random traces), get_cell
+//!    (random cells), get_chrom (every chromosome, all columns and `coords`), each with a
+//!    fresh handle per query kind; get_chrom(coords) of the first five chromosomes one
+//!    after the other (median of 5 rounds, fresh handles); full read (`read_spots`, all
+//!    columns and coords) in child processes (the first read of each: time + peak RSS;
+//!    then further reads in the same process, timed as pyarrow's are). Baseline: pyarrow
+//!    reading exactly the same row groups and columns of the same files
+//!    (`ChromData::read_plan` exports them), with and without threads.
 //!
 //! `--sets SPOTSxTRACKS,...` runs all this for several data sets, each in a subdirectory of
 //! the bench directory; issue #17's three (split into a write phase under the shared-load

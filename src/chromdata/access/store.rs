@@ -748,7 +748,7 @@ impl Store {
 
     /// The whole content of `path`, or `None` when it does not exist (one request for a
     /// store at a URL, where `exists` then `read` would be two; one open of a local file,
-    /// where they would be two: an open reads some thirty files this way).
+    /// where they would be two: a store's open reads its index chunks this way).
     pub(crate) fn read_opt(&self, path: &str) -> Result<Option<Vec<u8>>> {
         if let Some(known) = self.ahead_of(path) {
             return Ok(known.map(Vec::from));
