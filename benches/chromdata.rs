@@ -18,10 +18,11 @@
 //! 1. Writing. Our streaming `ChromDataWriter` writes 2.0 flat, 2.1 partitioned, 2.2
 //!    primary+coords and 2.2 as `.cdz`, under the memory budget, each in a child process
 //!    (this binary re-run with the hidden `--child-write`) that streams the IPC batches in,
-//!    so its peak RSS (VmHWM) is the write's own. Baseline in the same run: the same data as
-//!    one flat Parquet file (parquet crate, zstd 3, the flat layout's 65,536-row groups,
-//!    input order), same child-process harness; and `pyarrow.parquet.write_table` of the
-//!    same IPC data (tests/chromdata/bench_pyarrow.py, timed in Python).
+//!    so its peak RSS (VmHWM) and CPU time (user + system) are the write's own. Baseline in
+//!    the same run: the same data as one flat Parquet file (parquet crate, zstd 3, the flat
+//!    layout's 65,536-row groups, input order), same child-process harness; and
+//!    `pyarrow.parquet.write_table` of the same IPC data (tests/chromdata/bench_pyarrow.py,
+//!    timed in Python).
 //! 2. Reading, per store, ours through the C ABI (`dc_chromdata_*`, result streams drained):
 //!    open (median of 31 fresh handles); get_trace (median over random traces), get_cell
 //!    (random cells), get_chrom (every chromosome, all columns and `coords`), each with a
@@ -396,6 +397,20 @@ fn vm_hwm_kb() -> u64 {
     vm_kb("VmHWM:")
 }
 
+/// This process's CPU time so far, (user, system) seconds, from `/proc/self/stat` (ticks of
+/// USER_HZ, which Linux fixes at 100 for `/proc`); NaN where unreadable. The write table shows
+/// both: on this VM a write's system time depends on how much fresh page-cache memory it
+/// takes (docs/performance.md, "ChromData: writing").
+fn cpu_secs() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name (in parentheses, possibly with spaces): state first.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok());
+    let secs = |i: usize| ticks(i).map_or(f64::NAN, |t| t / 100.0);
+    (secs(11), secs(12))
+}
+
 /// A kB figure of /proc/self/status (`VmHWM:`, `VmRSS:`).
 fn vm_kb(key: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -537,10 +552,12 @@ fn child_write(v: &[String]) {
         h.join().unwrap();
     }
     let (runs, passes) = spill.unwrap_or((0, 0));
+    let (user, system) = cpu_secs();
     println!(
         "{}",
         json!({"secs": secs, "rows": rows, "peak_rss_kb": vm_hwm_kb(),
-               "runs_spilled": runs, "merge_passes": passes})
+               "runs_spilled": runs, "merge_passes": passes,
+               "user_secs": user, "sys_secs": system})
     );
 }
 
@@ -1234,6 +1251,7 @@ fn run_set(a: &Args, dir: &Path, py_version: &Option<String>) -> (Vec<ReadRow>, 
             secs: base.0,
             peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
             bytes: base.1,
+            cpu: child_cpu(&v),
         });
         if ctx.python {
             let pq_py = dir.join("flat-pyarrow.parquet");
@@ -1250,6 +1268,7 @@ fn run_set(a: &Args, dir: &Path, py_version: &Option<String>) -> (Vec<ReadRow>, 
                 secs: v["secs"].as_f64().unwrap(),
                 peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
                 bytes: disk_bytes(&pq_py),
+                cpu: None,
             });
             remove(&pq_py);
         }
@@ -1291,6 +1310,7 @@ fn run_set(a: &Args, dir: &Path, py_version: &Option<String>) -> (Vec<ReadRow>, 
                 secs: v["secs"].as_f64().unwrap(),
                 peak: v["peak_rss_kb"].as_u64().unwrap() * 1024,
                 bytes: disk_bytes(&out),
+                cpu: child_cpu(&v),
             });
         }
         if a.phase != Phase::Write {
@@ -1379,6 +1399,13 @@ struct WriteRow {
     secs: f64,
     peak: u64,
     bytes: u64,
+    /// CPU seconds (user, system) of the writing process, where it reports them.
+    cpu: Option<(f64, f64)>,
+}
+
+/// The CPU seconds a `--child-write` reported.
+fn child_cpu(v: &Value) -> Option<(f64, f64)> {
+    Some((v["user_secs"].as_f64()?, v["sys_secs"].as_f64()?))
 }
 
 /// pyarrow reading the whole flat Parquet baseline file (reference for the full reads).
@@ -1429,17 +1456,22 @@ fn print_writes(writes: &[WriteRow], input_secs: f64, base: (f64, u64), python: 
     println!(
         "Time from the first IPC batch read to the file closed (streaming from the IPC file; \
          reading it alone takes {}); peak RSS = VmHWM of the writing process (the pyarrow row: \
-         of the Python process, which holds the whole table in memory and times write_table only).\n",
+         of the Python process, which holds the whole table in memory and times write_table only); \
+         CPU = user + system seconds of the whole writing process (reading the IPC input included).\n",
         secs(input_secs)
     );
-    println!("| store | write time | vs parquet crate | peak RSS | size on disk | size vs parquet crate |");
-    println!("|---|---|---|---|---|---|");
+    println!("| store | write time | vs parquet crate | CPU (user + system) | peak RSS | size on disk | size vs parquet crate |");
+    println!("|---|---|---|---|---|---|---|");
     for w in writes {
+        let cpu = w
+            .cpu
+            .map_or("n/a".to_string(), |(u, s)| format!("{u:.2} + {s:.2} s"));
         println!(
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             w.store,
             secs(w.secs),
             ratio(w.secs, base_secs),
+            cpu,
             mb(w.peak as f64),
             mb(w.bytes as f64),
             ratio(w.bytes as f64, base_bytes as f64)
