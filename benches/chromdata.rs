@@ -406,8 +406,11 @@ fn cpu_secs() -> (f64, f64) {
     // The fields after the command name (in parentheses, possibly with spaces): state first.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok());
-    let secs = |i: usize| ticks(i).map_or(f64::NAN, |t| t / 100.0);
+    let secs = |i: usize| {
+        f.get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(f64::NAN, |t| t / 100.0)
+    };
     (secs(11), secs(12))
 }
 

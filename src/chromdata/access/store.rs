@@ -746,29 +746,30 @@ impl Store {
         self.slice(path)?.read_all()
     }
 
-    /// The whole content of `path`, or `None` when it does not exist (one request for a
-    /// store at a URL, where `exists` then `read` would be two; one open of a local file,
-    /// where they would be two: a store's open reads its index chunks this way).
+    /// The whole content of `path`, or `None` when it does not exist: one read, whose
+    /// `NotFound` says so (one request for a store at a URL and one open of a local file,
+    /// where `exists` then `read` would be two: a store's open reads its index chunks this
+    /// way). A directory's member that is missing or not a regular file, and a `.cdz` member
+    /// absent from the archive's directory, are `NotFound`.
     pub(crate) fn read_opt(&self, path: &str) -> Result<Option<Vec<u8>>> {
         if let Some(known) = self.ahead_of(path) {
             return Ok(known.map(Vec::from));
         }
+        // A `.cdz` object at a URL: the archive's directory tells a missing member without a
+        // request, and a `NotFound` of the read is then the object gone (an error, not a
+        // chunk to be taken for its fill value).
         #[cfg(feature = "remote")]
-        let one_read = matches!(self.backend, Backend::Dir(_) | Backend::RemoteDir(_));
-        #[cfg(not(feature = "remote"))]
-        let one_read = matches!(self.backend, Backend::Dir(_));
-        if one_read {
-            // Missing, or not a regular file (what `exists` says no to), is `NotFound`.
-            return match self.read(path) {
-                Ok(b) => Ok(Some(b)),
-                Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(e),
-            };
+        if let Backend::RemoteZip { .. } = &self.backend {
+            if !self.exists(path)? {
+                return Ok(None);
+            }
+            return self.read(path).map(Some);
         }
-        if !self.exists(path)? {
-            return Ok(None);
+        match self.read(path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
         }
-        self.read(path).map(Some)
     }
 
     /// What [`fetch_ahead`](Store::fetch_ahead) holds for `path`: `Some(None)` when it is
