@@ -34,15 +34,7 @@ fn tmpdir(name: &str) -> PathBuf {
 
 /// read_store.py STORE: the spot table in original order and the component dump.
 fn python_read(store: &Path) -> Option<(RecordBatch, Value)> {
-    let dir = store.parent().unwrap();
-    let name = store.file_name().unwrap().to_string_lossy();
-    let (pq, js) = (
-        dir.join(format!("{name}.spots.parquet")),
-        dir.join(format!("{name}.json")),
-    );
-    let spots = read_store_py(store, &pq, Some(&js))?;
-    let comps: Value = serde_json::from_slice(&std::fs::read(&js).unwrap()).unwrap();
-    Some((spots, comps))
+    read_store_py(store, true)
 }
 
 fn strs(v: &[&str]) -> ArrayRef {

@@ -7,6 +7,7 @@ pub mod spots;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::cast::AsArray;
@@ -29,17 +30,31 @@ pub fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
     .unwrap()
 }
 
-/// Runs the independent reader tests/chromdata/read_store.py on `store`: the spots in
-/// original order go to the Parquet file `spots` (returned as a batch), the component dump
-/// to the JSON file `components` when given. None when Python tests are skipped explicitly
-/// (see [`stores`]).
-pub fn read_store_py(store: &Path, spots: &Path, components: Option<&Path>) -> Option<RecordBatch> {
+/// Runs the independent reader tests/chromdata/read_store.py on `store`: returns the spots in
+/// original order and, when `components` is set, its component dump (else `Value::Null`).
+/// None when Python tests are skipped explicitly (see [`stores`]). Its output files go to a
+/// directory of this call alone, removed afterwards: tests running in parallel read the same
+/// generated stores, and output next to a store would be one file written by several
+/// readers at once.
+pub fn read_store_py(store: &Path, components: bool) -> Option<(RecordBatch, Value)> {
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
     stores()?;
+    let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "read_store_py-{}-{}",
+        std::process::id(),
+        CALLS.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let (spots, dump) = (
+        out_dir.join("spots.parquet"),
+        out_dir.join("components.json"),
+    );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/chromdata/read_store.py");
     let mut cmd = Command::new("python3");
-    cmd.arg(script).arg(store).arg(spots);
-    if let Some(c) = components {
-        cmd.arg(c);
+    cmd.arg(script).arg(store).arg(&spots);
+    if components {
+        cmd.arg(&dump);
     }
     let out = cmd.output().unwrap();
     assert!(
@@ -48,7 +63,13 @@ pub fn read_store_py(store: &Path, spots: &Path, components: Option<&Path>) -> O
         store.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    Some(read_expected(spots))
+    let batch = read_expected(&spots);
+    let comps = match components {
+        true => serde_json::from_slice(&std::fs::read(&dump).unwrap()).unwrap(),
+        false => Value::Null,
+    };
+    std::fs::remove_dir_all(&out_dir).unwrap();
+    Some((batch, comps))
 }
 
 /// Directory holding the generated stores and `manifest.json`, or None (test skipped) when
